@@ -1,0 +1,44 @@
+//! kiln-kernels: the `f32` kernels that kiln's generated code calls.
+//!
+//! Everything is `no_std`, allocation-free and works on NCHW, row-major, contiguous `f32`
+//! slices. Callers (generated code) have already proved every length; the kernels
+//! `debug_assert!` them and otherwise rely on safe indexing, so a wrong length is a panic,
+//! never undefined behaviour. A slice may be longer than its dimensions require; only the
+//! prefix is used.
+//!
+//! Families (one file each under `arch/portable/`, with the same names in every future ISA
+//! folder):
+//!
+//! * **gemm** — [`gemm`] (`C = A B`) and [`dense`] (fully connected, `out = x Wᵀ + b`).
+//! * **conv** — [`conv2d`] with padding, stride, dilation and groups: a GEMM for 1x1, direct
+//!   loops for depthwise, im2col + GEMM otherwise; [`Conv2d::scratch_len`] sizes its scratch.
+//! * **pool** — [`max_pool2d`], [`avg_pool2d`], [`global_avg_pool`].
+//! * **eltwise** — [`unary`] activations and broadcasting [`binary`] arithmetic, in and out of
+//!   place.
+//! * **norm** — folded batch norm ([`scale_shift`], [`fold_batch_norm`],
+//!   [`batch_norm_scale_shift`]) and [`softmax`].
+//! * **copy** — channel concatenation ([`copy_into_channels`]) and constant padding
+//!   ([`pad2d`]).
+//!
+//! Activations ([`Activation`]) are fused into the producing kernel through one shared epilogue.
+//! [`math`] has the `no_std` `exp`/`tanh`/`sigmoid`/`sqrt` they need.
+//!
+//! The functions re-exported here are the portable reference implementations from
+//! [`arch::portable`]. SIMD implementations will live beside it under `arch/` with the same
+//! signatures and be tested against it.
+
+#![no_std]
+
+pub mod arch;
+pub mod math;
+mod params;
+
+#[cfg(test)]
+mod testutil;
+
+pub use arch::portable::{
+    avg_pool2d, batch_norm_scale_shift, binary, binary_inplace, conv2d, copy_into_channels, dense,
+    fold_batch_norm, gemm, global_avg_pool, max_pool2d, pad2d, scale_shift, scale_shift_inplace,
+    softmax, softmax_inplace, unary, unary_inplace,
+};
+pub use params::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};

@@ -1,0 +1,294 @@
+//! Parameter types shared by every implementation of the kernels.
+//!
+//! These are plain data: the code generator writes them out as constants in the expansion
+//! (shapes, strides and paddings are known at compile time), and every ISA folder under
+//! `arch/` takes the same types, so switching implementation never changes a call site.
+
+use crate::math;
+
+/// An element-wise activation, fused into the epilogue of the kernel that produces the values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    /// The identity.
+    None,
+    /// `max(x, 0)`; NaN stays NaN.
+    Relu,
+    /// `min(max(x, min), max)` (ONNX `Clip`, e.g. ReLU6 with `min: 0, max: 6`); NaN stays NaN.
+    Clip {
+        /// Lower bound.
+        min: f32,
+        /// Upper bound.
+        max: f32,
+    },
+    /// `x` for `x >= 0`, `alpha * x` otherwise.
+    LeakyRelu {
+        /// Slope for negative inputs.
+        alpha: f32,
+    },
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `tanh(x)`.
+    Tanh,
+}
+
+impl Activation {
+    /// Applies the activation to one value. This is the single definition of each activation's
+    /// semantics; the kernels reach it through one shared epilogue.
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::None => x,
+            // Written as comparisons rather than `f32::max` so that NaN propagates (`max`
+            // would silently turn NaN into 0), matching ONNX Runtime.
+            Activation::Relu => {
+                if x < 0.0 {
+                    0.0
+                } else {
+                    x
+                }
+            }
+            Activation::Clip { min, max } => {
+                if x < min {
+                    min
+                } else if x > max {
+                    max
+                } else {
+                    x
+                }
+            }
+            Activation::LeakyRelu { alpha } => {
+                if x < 0.0 {
+                    alpha * x
+                } else {
+                    x
+                }
+            }
+            Activation::Sigmoid => math::sigmoidf(x),
+            Activation::Tanh => math::tanhf(x),
+        }
+    }
+}
+
+/// A 2-D convolution over NCHW data. All sizes are in elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv2d {
+    /// Number of images.
+    pub batch: usize,
+    /// Input channels.
+    pub c_in: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub c_out: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// `[sh, sw]`, both at least 1.
+    pub stride: [usize; 2],
+    /// `[dh, dw]`, both at least 1.
+    pub dilation: [usize; 2],
+    /// Zero padding `[top, left, bottom, right]`.
+    pub pad: [usize; 4],
+    /// Channel groups; divides both `c_in` and `c_out`.
+    pub groups: usize,
+    /// Output height (computed by the compiler; positions past the padded input read zeros).
+    pub out_h: usize,
+    /// Output width.
+    pub out_w: usize,
+}
+
+impl Conv2d {
+    /// Number of `f32` of scratch [`conv2d`](crate::conv2d) needs.
+    ///
+    /// The compiler duplicates this formula and generated code asserts at compile time that the
+    /// planned scratch is at least this, so it must not change without changing both:
+    ///
+    /// * `0` for a 1x1, stride-1, unpadded convolution (a GEMM directly on the activations);
+    /// * `0` for a depthwise convolution (`c_in / groups == 1 && c_out / groups == 1`, direct
+    ///   loops);
+    /// * otherwise `(c_in / groups) * kh * kw * out_h * out_w`, the im2col matrix of one group
+    ///   of one image.
+    pub const fn scratch_len(&self) -> usize {
+        if self.is_pointwise() || self.is_depthwise() {
+            0
+        } else {
+            (self.c_in / self.groups) * self.kh * self.kw * self.out_h * self.out_w
+        }
+    }
+
+    /// The first branch of [`scratch_len`](Self::scratch_len): a 1x1 kernel that reads the
+    /// input exactly as laid out, so the input already is the GEMM's right-hand matrix.
+    pub(crate) const fn is_pointwise(&self) -> bool {
+        self.kh == 1
+            && self.kw == 1
+            && self.stride[0] == 1
+            && self.stride[1] == 1
+            && self.pad[0] == 0
+            && self.pad[1] == 0
+            && self.pad[2] == 0
+            && self.pad[3] == 0
+    }
+
+    /// The second branch: one input and one output channel per group.
+    pub(crate) const fn is_depthwise(&self) -> bool {
+        self.c_in / self.groups == 1 && self.c_out / self.groups == 1
+    }
+}
+
+/// An element-wise binary operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`.
+    Div,
+}
+
+impl BinaryOp {
+    /// Applies the operation; the kernels specialise on the variant outside their loops.
+    #[inline(always)]
+    pub(crate) fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+        }
+    }
+}
+
+/// Broadcasting of two operands to a rank-4 output (lower ranks are padded on the left with 1s
+/// by the caller).
+///
+/// The output is contiguous with `shape`. Element `(i0, i1, i2, i3)` of `a` is at
+/// `sum(i_d * a_strides[d])`, likewise for `b`; a stride of 0 broadcasts that dimension.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Broadcast {
+    /// The output shape.
+    pub shape: [usize; 4],
+    /// Element strides of the left operand.
+    pub a_strides: [usize; 4],
+    /// Element strides of the right operand.
+    pub b_strides: [usize; 4],
+}
+
+/// A 2-D max or average pooling over NCHW data.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pool2d {
+    /// Number of images.
+    pub batch: usize,
+    /// Channels (pooling is per channel).
+    pub channels: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Window height.
+    pub kh: usize,
+    /// Window width.
+    pub kw: usize,
+    /// `[sh, sw]`, both at least 1.
+    pub stride: [usize; 2],
+    /// Padding `[top, left, bottom, right]`.
+    pub pad: [usize; 4],
+    /// Output height.
+    pub out_h: usize,
+    /// Output width.
+    pub out_w: usize,
+    /// Average pooling only: divide by the window size clipped to the *padded* input instead
+    /// of by the number of real input elements. ONNX `AveragePool` defaults to `false`.
+    pub count_include_pad: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_hand_values() {
+        assert_eq!(Activation::None.apply(-3.5), -3.5);
+        assert_eq!(Activation::Relu.apply(-3.5), 0.0);
+        assert_eq!(Activation::Relu.apply(2.0), 2.0);
+        assert!(Activation::Relu.apply(f32::NAN).is_nan());
+        let relu6 = Activation::Clip { min: 0.0, max: 6.0 };
+        assert_eq!(relu6.apply(-1.0), 0.0);
+        assert_eq!(relu6.apply(3.0), 3.0);
+        assert_eq!(relu6.apply(7.0), 6.0);
+        assert!(relu6.apply(f32::NAN).is_nan());
+        let leaky = Activation::LeakyRelu { alpha: 0.1 };
+        assert_eq!(leaky.apply(-2.0), -0.2);
+        assert_eq!(leaky.apply(2.0), 2.0);
+        assert_eq!(Activation::Sigmoid.apply(0.0), 0.5);
+        // sigmoid(ln 3) = 1 / (1 + 1/3) = 0.75.
+        assert!((Activation::Sigmoid.apply(3f32.ln()) - 0.75).abs() < 1e-7);
+        // tanh(ln 2) = (2 - 1/2) / (2 + 1/2) = 0.6.
+        assert!((Activation::Tanh.apply(2f32.ln()) - 0.6).abs() < 1e-7);
+    }
+
+    fn conv(
+        kh: usize,
+        stride: usize,
+        pad: usize,
+        c_in: usize,
+        c_out: usize,
+        groups: usize,
+    ) -> Conv2d {
+        Conv2d {
+            batch: 2,
+            c_in,
+            h: 9,
+            w: 7,
+            c_out,
+            kh,
+            kw: kh,
+            stride: [stride, stride],
+            dilation: [1, 1],
+            pad: [pad; 4],
+            groups,
+            out_h: 5,
+            out_w: 4,
+        }
+    }
+
+    #[test]
+    fn scratch_len_follows_the_documented_formula() {
+        // 1x1, stride 1, no padding: no scratch, even with groups.
+        assert_eq!(conv(1, 1, 0, 8, 16, 1).scratch_len(), 0);
+        assert_eq!(conv(1, 1, 0, 8, 16, 4).scratch_len(), 0);
+        // Depthwise: no scratch whatever the window.
+        assert_eq!(conv(3, 2, 1, 8, 8, 8).scratch_len(), 0);
+        // General: (c_in / groups) * kh * kw * out_h * out_w.
+        assert_eq!(conv(3, 1, 1, 8, 16, 1).scratch_len(), 8 * 3 * 3 * 5 * 4);
+        assert_eq!(conv(3, 1, 1, 8, 16, 2).scratch_len(), 4 * 3 * 3 * 5 * 4);
+        // A 1x1 with stride or padding is not a plain GEMM on the input.
+        assert_eq!(conv(1, 2, 0, 8, 16, 1).scratch_len(), 8 * 5 * 4);
+        assert_eq!(conv(1, 1, 1, 8, 16, 1).scratch_len(), 8 * 5 * 4);
+        // Depthwise with a channel multiplier is not "depthwise" for the formula.
+        assert_eq!(conv(3, 1, 1, 8, 16, 8).scratch_len(), 3 * 3 * 5 * 4);
+        // Usable in a const context, as generated code does.
+        const N: usize = Conv2d {
+            batch: 1,
+            c_in: 3,
+            h: 8,
+            w: 8,
+            c_out: 4,
+            kh: 3,
+            kw: 3,
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [1, 1, 1, 1],
+            groups: 1,
+            out_h: 8,
+            out_w: 8,
+        }
+        .scratch_len();
+        assert_eq!(N, 3 * 9 * 64);
+    }
+}

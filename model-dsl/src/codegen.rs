@@ -1,0 +1,587 @@
+//! Code generation: the checked graph and its memory plan become a Rust type whose `run` is a
+//! straight line of kernel calls with every shape, offset and kernel choice a constant.
+//!
+//! Generated code names only `::kiln::__private::*`. Facts the planner proved are restated as
+//! `const` assertions where the compiler can check them (scratch sizes against the kernels'
+//! own formula, the embedded file's length against the header that was checked).
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
+use crate::ir::{Act, BinOp, Graph, OpKind, PoolKind, Shape, ValueId};
+use crate::layout::{self, ParamLayout, Slot};
+use crate::plan::{Plan, ValuePlacement};
+use crate::syntax::NetworkDef;
+use crate::weights::WeightsFile;
+
+#[derive(Debug)]
+pub struct Model<'a> {
+    pub def: &'a NetworkDef,
+    pub graph: &'a Graph,
+    pub plan: &'a Plan,
+    pub plan_text: &'a str,
+    pub params: &'a ParamLayout,
+    pub weights: Option<&'a WeightsFile>,
+}
+
+/// Where a value's data is when an op reads it.
+enum Loc {
+    /// The `i`th model input (or a view of it).
+    Input(usize),
+    /// f32 range in the arena.
+    Arena(usize, usize),
+}
+
+impl Model<'_> {
+    fn loc(&self, v: ValueId) -> Loc {
+        let mut root = v;
+        while let crate::ir::Producer::Op(op) = self.graph.values[root.index()].producer {
+            let op = self.graph.op(op);
+            if op.kind != OpKind::Reshape {
+                break;
+            }
+            root = op.args[0];
+        }
+        if let crate::ir::Producer::Input(i) = self.graph.values[root.index()].producer {
+            return Loc::Input(i);
+        }
+        match &self.plan.values[v.index()] {
+            ValuePlacement::Arena(p) => Loc::Arena(p.offset / 4, p.offset / 4 + self.graph.shape(v).elements()),
+            ValuePlacement::External => unreachable!("the verifier checked that only inputs are external"),
+        }
+    }
+
+    fn root(&self, v: ValueId) -> Option<usize> {
+        match &self.plan.values[v.index()] {
+            ValuePlacement::Arena(p) => p.root,
+            ValuePlacement::External => None,
+        }
+    }
+
+    pub fn generate(&self) -> TokenStream {
+        let def = self.def;
+        let attrs = &def.attrs;
+        let vis = &def.vis;
+        let name = &def.name;
+        let arena_bytes = self.plan.arena_bytes;
+        let lower = self.plan.lower_bound;
+        let naive = self.plan.naive_bytes;
+        let params_len = self.params.len;
+        let plan_text = self.plan_text;
+
+        let input_idents: Vec<_> = (0..self.graph.inputs.len()).map(|i| format_ident!("__x{}", i)).collect();
+        let input_tys: Vec<_> = (0..self.graph.inputs.len()).map(|i| format_ident!("X{}", i)).collect();
+        let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+        let input_checks = self.graph.inputs.iter().zip(&input_idents).zip(&user_names).map(|((input, id), user)| {
+            let n = input.name.as_str();
+            let shape = self.graph.shape(input.value);
+            let ty = shape.to_string();
+            let len = shape.elements();
+            quote! { let #id = ::kiln::__private::input(#n, #ty, #user, #len)?; }
+        });
+        let input_checks = quote! { #(#input_checks)* };
+        let shape_consts = |vals: &mut dyn Iterator<Item = ValueId>| {
+            let items = vals.map(|v| {
+                let dims = &self.graph.shape(v).dims;
+                quote! { &[#(#dims),*] }
+            });
+            quote! { &[#(#items),*] }
+        };
+        let input_shapes = shape_consts(&mut self.graph.inputs.iter().map(|i| i.value));
+        let output_shapes = shape_consts(&mut self.graph.outputs.iter().map(|o| o.value));
+
+        let body = self.graph.ops.iter().enumerate().map(|(i, _)| self.op(i));
+        let body = quote! { #(#body)* };
+        let outputs: Vec<TokenStream> = self
+            .graph
+            .outputs
+            .iter()
+            .map(|o| {
+                let Loc::Arena(a, b) = self.loc(o.value) else {
+                    unreachable!("lowering copies input-backed outputs into the arena")
+                };
+                let dims = &self.graph.shape(o.value).dims;
+                quote! { ::kiln::__private::Tensor::new(&__arena[#a..#b], &[#(#dims),*]) }
+            })
+            .collect();
+        let (out_ty, out_expr) = if outputs.len() == 1 {
+            (quote! { ::kiln::__private::Tensor<'a> }, outputs[0].clone())
+        } else {
+            let tys = outputs.iter().map(|_| quote! { ::kiln::__private::Tensor<'a> });
+            (quote! { (#(#tys),*) }, quote! { (#(#outputs),*) })
+        };
+        let out_ty_self = {
+            let s = out_ty.to_string().replace("'a", "'_");
+            s.parse::<TokenStream>().unwrap_or_else(|_| out_ty.clone())
+        };
+
+        let prepare = self.prepare();
+        let scratch_asserts = self.scratch_asserts();
+        let specs = self.graph.params.iter().enumerate().map(|(i, p)| {
+            let key = &p.key;
+            let shape = &p.shape;
+            let dst = self.params.params[i].start;
+            let src = self.weights.map_or(0, |w| w.offsets[i]);
+            quote! { ::kiln::__private::TensorSpec { name: #key, shape: &[#(#shape),*], dst: #dst, src: #src } }
+        });
+        let (embedded, new_fn) = match self.weights {
+            Some(w) => {
+                let path = w.path.to_string_lossy().into_owned();
+                let len = w.header.file_len;
+                let doc = format!("Loads the weights embedded from `{}` at compile time.", w.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+                (
+                    quote! {
+                        // The array length restates the file size the compiler checked the header
+                        // against: if the file changed in between, this does not compile.
+                        static __WEIGHTS: ::kiln::__private::Aligned<[u8; #len]> = ::kiln::__private::Aligned(*::core::include_bytes!(#path));
+                    },
+                    quote! {
+                        #[doc = #doc]
+                        #[must_use]
+                        pub fn new() -> Self {
+                            let mut params = ::kiln::__private::AlignedBuf::zeroed(#params_len);
+                            ::kiln::__private::load_embedded(&__WEIGHTS.0, __TENSORS, params.as_mut_slice());
+                            Self::with_params(params)
+                        }
+                    },
+                )
+            }
+            None => (quote! {}, quote! {}),
+        };
+        let debug_name = name.to_string();
+
+        quote! {
+            #(#attrs)*
+            #vis struct #name {
+                params: ::kiln::__private::AlignedBuf,
+                arena: ::kiln::__private::AlignedBuf,
+            }
+
+            const _: () = {
+                #embedded
+                const __TENSORS: &[::kiln::__private::TensorSpec] = &[#(#specs),*];
+                #scratch_asserts
+
+                impl #name {
+                    /// Bytes of the arena one inference needs (planned at compile time).
+                    pub const ARENA_BYTES: usize = #arena_bytes;
+                    /// The most bytes live at any one step: no plan can use less.
+                    pub const ARENA_LOWER_BOUND: usize = #lower;
+                    /// Bytes every intermediate would take without any reuse.
+                    pub const ARENA_NAIVE_BYTES: usize = #naive;
+                    /// f32 values in the prepared parameter buffer.
+                    pub const PARAMS_LEN: usize = #params_len;
+                    /// Shapes of the inputs, in declaration order.
+                    pub const INPUT_SHAPES: &'static [&'static [usize]] = #input_shapes;
+                    /// Shapes of the outputs, in declaration order.
+                    pub const OUTPUT_SHAPES: &'static [&'static [usize]] = #output_shapes;
+                    /// The memory plan, printed.
+                    pub const PLAN: &'static str = #plan_text;
+
+                    #new_fn
+
+                    /// Loads weights from the bytes of a safetensors file, checking that every
+                    /// tensor the network needs is present with dtype F32 and the right shape.
+                    pub fn from_safetensors(bytes: &[u8]) -> ::core::result::Result<Self, ::kiln::__private::Error> {
+                        let mut params = ::kiln::__private::AlignedBuf::zeroed(#params_len);
+                        ::kiln::__private::load_safetensors(bytes, __TENSORS, params.as_mut_slice())?;
+                        ::core::result::Result::Ok(Self::with_params(params))
+                    }
+
+                    fn with_params(mut params: ::kiln::__private::AlignedBuf) -> Self {
+                        Self::prepare(params.as_mut_slice());
+                        Self { params, arena: ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4) }
+                    }
+
+                    fn prepare(__params: &mut [f32]) {
+                        #prepare
+                    }
+
+                    /// Runs the network in the model's own arena. Allocates nothing.
+                    pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
+                        #input_checks
+                        ::core::result::Result::Ok(Self::exec(self.params.as_slice(), self.arena.as_mut_slice(), #(#input_idents),*))
+                    }
+
+                    /// Runs the network in a caller-provided arena of at least `ARENA_BYTES`
+                    /// bytes (plus up to 63 bytes if it is not 64-byte aligned); the outputs
+                    /// borrow from it. Allocates nothing.
+                    pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                        #input_checks
+                        let arena = ::kiln::__private::arena_f32(arena, #arena_bytes)?;
+                        ::core::result::Result::Ok(Self::exec(self.params.as_slice(), arena, #(#input_idents),*))
+                    }
+
+                    #[allow(unused_variables, clippy::too_many_arguments)]
+                    fn exec<'a>(__params: &[f32], __arena: &'a mut [f32], #(#input_idents: &[f32]),*) -> #out_ty {
+                        #body
+                        let __arena: &'a [f32] = __arena;
+                        #out_expr
+                    }
+                }
+
+                impl ::core::fmt::Debug for #name {
+                    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                        f.debug_struct(#debug_name)
+                            .field("arena_bytes", &#arena_bytes)
+                            .field("params", &#params_len)
+                            .finish()
+                    }
+                }
+            };
+        }
+    }
+
+    /// `const` assertions that each conv's planned scratch covers what its kernel asks for.
+    fn scratch_asserts(&self) -> TokenStream {
+        let mut out = TokenStream::new();
+        let mut s = self.plan.scratch.iter();
+        for (i, op) in self.graph.ops.iter().enumerate() {
+            if let OpKind::Conv2d { .. } = op.kind {
+                let geom = self.conv_geom(i);
+                let planned = if layout::conv_scratch_len(self.graph, op) > 0 {
+                    s.next().map_or(0, |p| p.bytes / 4)
+                } else {
+                    0
+                };
+                out.extend(quote! { const _: () = ::core::assert!(#planned >= #geom.scratch_len()); });
+            }
+        }
+        out
+    }
+
+    fn conv_geom(&self, i: usize) -> TokenStream {
+        let op = &self.graph.ops[i];
+        let OpKind::Conv2d { kernel, stride, dilation, pad, groups, .. } = &op.kind else {
+            unreachable!()
+        };
+        let x = self.graph.shape(op.args[0]);
+        let y = self.graph.shape(op.result);
+        let (n, c_in, [h, w]) = (x.batch(), x.channels(), x.spatial());
+        let (c_out, [oh, ow]) = (y.channels(), y.spatial());
+        let [kh, kw] = kernel;
+        let [sh, sw] = stride;
+        let [dh, dw] = dilation;
+        let [pt, pl, pb, pr] = pad;
+        quote! {
+            ::kiln::__private::kernels::Conv2d {
+                batch: #n, c_in: #c_in, h: #h, w: #w, c_out: #c_out, kh: #kh, kw: #kw,
+                stride: [#sh, #sw], dilation: [#dh, #dw], pad: [#pt, #pl, #pb, #pr],
+                groups: #groups, out_h: #oh, out_w: #ow,
+            }
+        }
+    }
+
+    /// Load-time preparation: fold batch-norm statistics into weights, or into scale/shift.
+    fn prepare(&self) -> TokenStream {
+        let mut out = TokenStream::new();
+        for (i, op) in self.graph.ops.iter().enumerate() {
+            let (w, b, bn) = match &op.kind {
+                OpKind::Conv2d { weight, bias, bn: Some(bn), .. } | OpKind::Dense { weight, bias, bn: Some(bn), .. } => {
+                    let b = bias.map(|b| self.params.param(b)).or(self.params.bias[i]).expect("layout gives folded layers a bias");
+                    (self.params.param(*weight), b, bn)
+                }
+                OpKind::BatchNorm { bn, .. } => {
+                    let (scale, shift) = self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
+                    let [g, be, m, v] = bn.stats.map(|p| range(self.params.param(p)));
+                    let eps = f32_lit(bn.eps);
+                    let (scale, shift) = (range(scale), range(shift));
+                    out.extend(quote! {{
+                        let ([g, b, m, v], [scale, shift]) = ::kiln::__private::io(__params, [#g, #be, #m, #v], [#scale, #shift]);
+                        ::kiln::__private::kernels::batch_norm_scale_shift(g, b, m, v, #eps, scale, shift);
+                    }});
+                    continue;
+                }
+                _ => continue,
+            };
+            let [g, be, m, v] = bn.stats.map(|p| range(self.params.param(p)));
+            let eps = f32_lit(bn.eps);
+            let (w, b) = (range(w), range(b));
+            out.extend(quote! {{
+                let ([g, b, m, v], [w, bias]) = ::kiln::__private::io(__params, [#g, #be, #m, #v], [#w, #b]);
+                ::kiln::__private::kernels::fold_batch_norm(w, bias, g, b, m, v, #eps);
+            }});
+        }
+        out
+    }
+
+    /// One op: split the arena into what it reads and writes, then call its kernel.
+    fn op(&self, i: usize) -> TokenStream {
+        let op = &self.graph.ops[i];
+        if op.kind == OpKind::Reshape {
+            return TokenStream::new();
+        }
+        let k = quote! { ::kiln::__private::kernels };
+        let Loc::Arena(o0, o1) = self.loc(op.result) else {
+            unreachable!("only reshapes of inputs are external")
+        };
+        // The input (if any) whose bytes the result took over.
+        let in_place = op
+            .args
+            .iter()
+            .position(|a| self.root(*a).is_some() && self.root(*a) == self.root(op.result));
+        let mut reads = Vec::new();
+        let mut read_args = Vec::new();
+        for (j, a) in op.args.iter().enumerate() {
+            if Some(j) == in_place {
+                read_args.push(quote! { out });
+                continue;
+            }
+            match self.loc(*a) {
+                Loc::Input(n) => {
+                    let id = format_ident!("__x{}", n);
+                    read_args.push(quote! { #id });
+                }
+                Loc::Arena(a0, a1) => {
+                    let id = format_ident!("r{}", reads.len());
+                    reads.push(quote! { #a0..#a1 });
+                    read_args.push(quote! { #id });
+                }
+            }
+        }
+        let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
+        let mut writes = vec![quote! { #o0..#o1 }];
+        let mut write_ids = vec![format_ident!("out")];
+        let scratch_len = layout::conv_scratch_len(self.graph, op);
+        if scratch_len > 0 {
+            let idx = self.graph.ops[..i].iter().filter(|o| layout::conv_scratch_len(self.graph, o) > 0).count();
+            let p = &self.plan.scratch[idx];
+            let (s0, s1) = (p.offset / 4, p.offset / 4 + scratch_len);
+            writes.push(quote! { #s0..#s1 });
+            write_ids.push(format_ident!("scratch"));
+        }
+        let x_shape = self.graph.shape(op.args[0]);
+        let y_shape = self.graph.shape(op.result);
+        let call = match &op.kind {
+            OpKind::Conv2d { weight, bias, act, .. } => {
+                let geom = self.conv_geom(i);
+                let w = self.param(*weight);
+                let b = self.bias(i, *bias);
+                let act = act_tokens(*act);
+                let x = &read_args[0];
+                let scratch = if scratch_len > 0 { quote! { scratch } } else { quote! { &mut [] } };
+                quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
+            }
+            OpKind::Dense { weight, bias, act, .. } => {
+                let (n, n_in, n_out) = (x_shape.batch(), x_shape.channels(), y_shape.channels());
+                let w = self.param(*weight);
+                let b = self.bias(i, *bias);
+                let act = act_tokens(*act);
+                let x = &read_args[0];
+                quote! { #k::dense(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
+            }
+            OpKind::BatchNorm { act, .. } => {
+                let (scale, shift) = self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
+                let (scale, shift) = (range(scale), range(shift));
+                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
+                let sp = h * w;
+                let act = act_tokens(*act);
+                if in_place.is_some() {
+                    quote! { #k::scale_shift_inplace(#n, #c, #sp, out, &__params[#scale], &__params[#shift], #act); }
+                } else {
+                    let x = &read_args[0];
+                    quote! { #k::scale_shift(#n, #c, #sp, #x, &__params[#scale], &__params[#shift], #act, out); }
+                }
+            }
+            OpKind::Unary(act) => {
+                let act = act_tokens(*act);
+                if in_place.is_some() {
+                    quote! { #k::unary_inplace(#act, out); }
+                } else {
+                    let x = &read_args[0];
+                    quote! { #k::unary(#act, #x, out); }
+                }
+            }
+            OpKind::Binary(bop) => {
+                let bc = broadcast_tokens(self.graph.shape(op.args[0]), self.graph.shape(op.args[1]), y_shape);
+                let bop = match bop {
+                    BinOp::Add => quote! { #k::BinaryOp::Add },
+                    BinOp::Sub => quote! { #k::BinaryOp::Sub },
+                    BinOp::Mul => quote! { #k::BinaryOp::Mul },
+                    BinOp::Div => quote! { #k::BinaryOp::Div },
+                };
+                match in_place {
+                    Some(j) => {
+                        let other = &read_args[1 - j];
+                        let lhs = j == 0;
+                        quote! { #k::binary_inplace(#bop, &#bc, out, #other, #lhs); }
+                    }
+                    None => {
+                        let (a, b) = (&read_args[0], &read_args[1]);
+                        quote! { #k::binary(#bop, &#bc, #a, #b, out); }
+                    }
+                }
+            }
+            OpKind::Pool { kind, kernel, stride, pad, count_include_pad } => {
+                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
+                let [oh, ow] = y_shape.spatial();
+                let [kh, kw] = kernel;
+                let [sh, sw] = stride;
+                let [pt, pl, pb, pr] = pad;
+                let f = match kind {
+                    PoolKind::Max => quote! { max_pool2d },
+                    PoolKind::Avg => quote! { avg_pool2d },
+                };
+                let x = &read_args[0];
+                quote! {
+                    #k::#f(&#k::Pool2d {
+                        batch: #n, channels: #c, h: #h, w: #w, kh: #kh, kw: #kw,
+                        stride: [#sh, #sw], pad: [#pt, #pl, #pb, #pr], out_h: #oh, out_w: #ow,
+                        count_include_pad: #count_include_pad,
+                    }, #x, out);
+                }
+            }
+            OpKind::GlobalAvgPool => {
+                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
+                let sp = h * w;
+                let x = &read_args[0];
+                quote! { #k::global_avg_pool(#n, #c, #sp, #x, out); }
+            }
+            OpKind::Concat => {
+                let (n, [h, w]) = (y_shape.batch(), y_shape.spatial());
+                let sp = h * w;
+                let c_dst = y_shape.channels();
+                let mut offset = 0usize;
+                let copies = op.args.iter().zip(&read_args).map(|(a, x)| {
+                    let c = self.graph.shape(*a).channels();
+                    let t = quote! { #k::copy_into_channels(#n, #c, #sp, #x, #c_dst, #offset, out); };
+                    offset += c;
+                    t
+                });
+                quote! { #(#copies)* }
+            }
+            OpKind::Softmax => {
+                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
+                let inner = h * w;
+                if in_place.is_some() {
+                    quote! { #k::softmax_inplace(#n, #c, #inner, out); }
+                } else {
+                    let x = &read_args[0];
+                    quote! { #k::softmax(#n, #c, #inner, #x, out); }
+                }
+            }
+            OpKind::Pad { pad, value } => {
+                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
+                let [pt, pl, pb, pr] = pad;
+                let value = f32_lit(*value);
+                let x = &read_args[0];
+                quote! { #k::pad2d(#n, #c, #h, #w, [#pt, #pl, #pb, #pr], #value, #x, out); }
+            }
+            OpKind::Copy => {
+                let x = &read_args[0];
+                quote! { out.copy_from_slice(#x); }
+            }
+            OpKind::Reshape => unreachable!(),
+        };
+        quote! {
+            {
+                let ([#(#read_ids),*], [#(#write_ids),*]) = ::kiln::__private::io(&mut *__arena, [#(#reads),*], [#(#writes),*]);
+                #call
+            }
+        }
+    }
+
+    fn param(&self, p: crate::ir::ParamId) -> TokenStream {
+        let r = range(self.params.param(p));
+        quote! { &__params[#r] }
+    }
+
+    fn bias(&self, op: usize, bias: Option<crate::ir::ParamId>) -> TokenStream {
+        match bias.map(|b| self.params.param(b)).or(self.params.bias[op]) {
+            Some(slot) => {
+                let r = range(slot);
+                quote! { ::core::option::Option::Some(&__params[#r]) }
+            }
+            None => quote! { ::core::option::Option::None },
+        }
+    }
+}
+
+fn range(s: Slot) -> TokenStream {
+    let (a, b) = (s.start, s.end());
+    quote! { #a..#b }
+}
+
+fn f32_lit(x: f32) -> TokenStream {
+    if x == f32::INFINITY {
+        quote! { f32::INFINITY }
+    } else if x == f32::NEG_INFINITY {
+        quote! { f32::NEG_INFINITY }
+    } else {
+        let lit = Literal::f32_suffixed(x);
+        quote! { #lit }
+    }
+}
+
+fn act_tokens(act: Act) -> TokenStream {
+    let a = quote! { ::kiln::__private::kernels::Activation };
+    match act {
+        Act::None => quote! { #a::None },
+        Act::Relu => quote! { #a::Relu },
+        Act::Clip { min, max } => {
+            let (min, max) = (f32_lit(min), f32_lit(max));
+            quote! { #a::Clip { min: #min, max: #max } }
+        }
+        Act::LeakyRelu { alpha } => {
+            let alpha = f32_lit(alpha);
+            quote! { #a::LeakyRelu { alpha: #alpha } }
+        }
+        Act::Sigmoid => quote! { #a::Sigmoid },
+        Act::Tanh => quote! { #a::Tanh },
+    }
+}
+
+/// Strides of `a` and `b` over the output's shape, padded on the left to rank 4, with 0 where a
+/// size-1 dimension is broadcast.
+fn broadcast_tokens(a: &Shape, b: &Shape, out: &Shape) -> TokenStream {
+    fn pad4(d: &[usize]) -> [usize; 4] {
+        let mut r = [1; 4];
+        r[4 - d.len()..].copy_from_slice(d);
+        r
+    }
+    let shape = pad4(&out.dims);
+    let strides = |s: &Shape| {
+        let d = pad4(&s.dims);
+        let mut st = [0usize; 4];
+        let mut acc = 1;
+        for i in (0..4).rev() {
+            st[i] = if d[i] == 1 && shape[i] != 1 { 0 } else { acc };
+            acc *= d[i];
+        }
+        st
+    };
+    let (sa, sb) = (strides(a), strides(b));
+    quote! {
+        ::kiln::__private::kernels::Broadcast { shape: [#(#shape),*], a_strides: [#(#sa),*], b_strides: [#(#sb),*] }
+    }
+}
+
+/// What an erroneous network still expands to next to its `compile_error!`s: the declared
+/// type with its methods stubbed, so uses of it elsewhere do not pile up follow-on errors.
+pub fn fallback(def: &NetworkDef) -> TokenStream {
+    let attrs = &def.attrs;
+    let vis = &def.vis;
+    let name = &def.name;
+    let input_tys: Vec<_> = (0..def.inputs.len()).map(|i| format_ident!("X{}", i)).collect();
+    let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+    let outs: Vec<_> = def.outputs.iter().map(|_| quote! { ::kiln::__private::Tensor<'a> }).collect();
+    let out_ty = if outs.len() == 1 { outs[0].clone() } else { quote! { (#(#outs),*) } };
+    quote! {
+        #(#attrs)*
+        #vis struct #name { _unusable: () }
+        #[allow(unused_variables, clippy::all)]
+        impl #name {
+            pub const ARENA_BYTES: usize = 0;
+            pub const ARENA_LOWER_BOUND: usize = 0;
+            pub const ARENA_NAIVE_BYTES: usize = 0;
+            pub const PARAMS_LEN: usize = 0;
+            pub const INPUT_SHAPES: &'static [&'static [usize]] = &[];
+            pub const OUTPUT_SHAPES: &'static [&'static [usize]] = &[];
+            pub const PLAN: &'static str = "";
+            pub fn new() -> Self { ::core::unreachable!() }
+            pub fn from_safetensors(bytes: &[u8]) -> ::core::result::Result<Self, ::kiln::__private::Error> { ::core::unreachable!() }
+            pub fn run<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&'a mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> { ::core::unreachable!() }
+            pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> { ::core::unreachable!() }
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! The surface syntax of the `network!` DSL: an AST that keeps the span of every token a
+//! diagnostic may point at, and its `syn` parser.
+//!
+//! ```text
+//! network  := attr* vis 'net' Ident '(' (Ident ':' type),* ')' '->' (type | '(' type,* ')') block
+//! block    := '{' stmt* expr '}'
+//! stmt     := 'weights' LitStr ';' | 'let' Ident '=' expr ';'
+//! expr     := atom ('.' Ident '(' args ')')*
+//! atom     := Ident '(' args ')' | Ident | '(' expr (',' expr)* ')'
+//! arg      := Ident ':' paramtype | Ident '=' value | value
+//! value    := expr | LitInt | LitFloat | '-' lit | '(' value,* ')' | type | LitStr
+//! type     := ('fm' | 'vec') '<' C 'x' dtype ('[' H ',' W ']')? (',' 'batch' '=' N)? '>'
+//! paramtype:= 'weights' '<' In '->' (KhxKwxdtype '->')? Out '>' | 'norm' '<' C 'x' dtype '>'
+//! ```
+//!
+//! The dlnn type notation tokenizes as Rust literals with suffixes: `3xf32` is the integer `3`
+//! with suffix `xf32`, and `3x3xf32` is `3` with suffix `x3xf32`. [`dims`] splits them.
+
+use proc_macro2::Span;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{braced, bracketed, parenthesized, Attribute, Ident, LitFloat, LitInt, LitStr, Token};
+
+mod kw {
+    syn::custom_keyword!(net);
+    syn::custom_keyword!(weights);
+    syn::custom_keyword!(batch);
+}
+
+/// One `network!` invocation.
+#[derive(Debug)]
+pub struct NetworkDef {
+    pub attrs: Vec<Attribute>,
+    pub vis: syn::Visibility,
+    pub name: Ident,
+    pub inputs: Vec<InputDecl>,
+    pub outputs: Vec<TypeExpr>,
+    pub body: Body,
+}
+
+#[derive(Debug)]
+pub struct InputDecl {
+    pub name: Ident,
+    pub ty: TypeExpr,
+}
+
+/// `fm<3xf32[224,224]>` or `vec<10xf32>`, optionally `, batch = N`.
+#[derive(Debug, Clone)]
+pub struct TypeExpr {
+    pub kind: TypeKind,
+    pub channels: Num,
+    pub dtype: Dtype,
+    pub spatial: Option<Vec<Num>>,
+    pub batch: Option<Num>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeKind {
+    Fm,
+    Vec,
+}
+
+/// A number the user wrote, with the span of its token.
+#[derive(Debug, Clone, Copy)]
+pub struct Num {
+    pub value: usize,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Dtype {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Debug)]
+pub struct Body {
+    pub stmts: Vec<Stmt>,
+    pub result: Expr,
+}
+
+#[derive(Debug)]
+pub enum Stmt {
+    Weights(LitStr),
+    Let { name: Ident, value: Expr },
+}
+
+#[derive(Debug, Clone)]
+pub enum Expr {
+    /// `op(args)`, or `recv.op(args)` with the receiver as the first argument.
+    Call { op: Ident, args: Vec<Arg> },
+    Name(Ident),
+    Tuple(Vec<Expr>, Span),
+}
+
+#[derive(Debug, Clone)]
+pub enum Arg {
+    /// `name: weights<...>` declares a parameter tensor (group) read from the weights file.
+    Param { name: ParamName, ty: ParamType },
+    Named { name: Ident, value: Value },
+    Positional(Value),
+}
+
+/// The name of a parameter: an identifier, or a string for keys that are not identifiers
+/// (`"layer1.0.conv1"`).
+#[derive(Debug, Clone)]
+pub struct ParamName {
+    pub key: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub enum ParamType {
+    /// `weights<In -> KhxKwxdtype -> Out>` (conv) or `weights<In -> Out>` (dense).
+    Weights {
+        c_in: Num,
+        kernel: Option<(Vec<Num>, Dtype)>,
+        c_out: Num,
+        span: Span,
+    },
+    /// `norm<Cxdtype>`: batch-norm statistics.
+    Norm { channels: Num, dtype: Dtype, span: Span },
+}
+
+impl ParamType {
+    pub fn span(&self) -> Span {
+        match self {
+            ParamType::Weights { span, .. } | ParamType::Norm { span, .. } => *span,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Value {
+    Expr(Expr),
+    Int(Num),
+    /// A literal with an `x` suffix: `2x2`, `3x3`.
+    Dims(Vec<Num>, Span),
+    Float(f64, Span),
+    Tuple(Vec<Value>, Span),
+    Type(TypeExpr),
+}
+
+impl Value {
+    pub fn span(&self) -> Span {
+        match self {
+            Value::Expr(e) => e.span(),
+            Value::Int(n) => n.span,
+            Value::Dims(_, s) | Value::Float(_, s) | Value::Tuple(_, s) => *s,
+            Value::Type(t) => t.span,
+        }
+    }
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Call { op, .. } => op.span(),
+            Expr::Name(i) => i.span(),
+            Expr::Tuple(_, s) => *s,
+        }
+    }
+}
+
+impl Parse for NetworkDef {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis: syn::Visibility = input.parse()?;
+        input.parse::<kw::net>().map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                "expected `net Name(inputs) -> outputs { ... }`",
+            )
+        })?;
+        let name: Ident = input.parse()?;
+        let content;
+        parenthesized!(content in input);
+        let inputs = Punctuated::<InputDecl, Token![,]>::parse_terminated(&content)?
+            .into_iter()
+            .collect();
+        input.parse::<Token![->]>()?;
+        let outputs = if input.peek(syn::token::Paren) {
+            let content;
+            parenthesized!(content in input);
+            Punctuated::<TypeExpr, Token![,]>::parse_terminated(&content)?
+                .into_iter()
+                .collect()
+        } else {
+            vec![input.parse()?]
+        };
+        let body;
+        braced!(body in input);
+        let body = body.parse()?;
+        if !input.is_empty() {
+            return Err(input.error("expected one network per `network!` invocation"));
+        }
+        Ok(NetworkDef {
+            attrs,
+            vis,
+            name,
+            inputs,
+            outputs,
+            body,
+        })
+    }
+}
+
+impl Parse for InputDecl {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name = input.parse()?;
+        input.parse::<Token![:]>()?;
+        let ty = input.parse()?;
+        Ok(InputDecl { name, ty })
+    }
+}
+
+impl Parse for Body {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut stmts = Vec::new();
+        loop {
+            if input.peek(kw::weights) && input.peek2(LitStr) {
+                input.parse::<kw::weights>()?;
+                stmts.push(Stmt::Weights(input.parse()?));
+                input.parse::<Token![;]>()?;
+            } else if input.peek(Token![let]) {
+                input.parse::<Token![let]>()?;
+                let name = input.parse()?;
+                input.parse::<Token![=]>()?;
+                let value = input.parse()?;
+                input.parse::<Token![;]>()?;
+                stmts.push(Stmt::Let { name, value });
+            } else {
+                break;
+            }
+        }
+        if input.is_empty() {
+            return Err(input.error("expected the network's result expression at the end"));
+        }
+        let result = input.parse()?;
+        if !input.is_empty() {
+            return Err(input.error(
+                "expected the end of the network: the result expression comes last, without `;`",
+            ));
+        }
+        Ok(Body { stmts, result })
+    }
+}
+
+impl Parse for Expr {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut expr = if input.peek(syn::token::Paren) {
+            let content;
+            let paren = parenthesized!(content in input);
+            let items: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?
+                .into_iter()
+                .collect();
+            match <[Expr; 1]>::try_from(items) {
+                Ok([one]) => one,
+                Err(items) => Expr::Tuple(items, paren.span.join()),
+            }
+        } else {
+            let name: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+            if input.peek(syn::token::Paren) {
+                Expr::Call {
+                    op: name,
+                    args: parse_args(input)?,
+                }
+            } else {
+                Expr::Name(name)
+            }
+        };
+        while input.peek(Token![.]) {
+            input.parse::<Token![.]>()?;
+            let op: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+            let mut args = vec![Arg::Positional(Value::Expr(expr))];
+            args.extend(parse_args(input)?);
+            expr = Expr::Call { op, args };
+        }
+        Ok(expr)
+    }
+}
+
+fn parse_args(input: ParseStream) -> syn::Result<Vec<Arg>> {
+    let content;
+    parenthesized!(content in input);
+    Ok(Punctuated::<Arg, Token![,]>::parse_terminated(&content)?
+        .into_iter()
+        .collect())
+}
+
+impl Parse for Arg {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let is_name = input.peek(Ident) || input.peek(LitStr);
+        if is_name && input.peek2(Token![:]) && !input.peek2(Token![::]) {
+            let name = if input.peek(LitStr) {
+                let lit: LitStr = input.parse()?;
+                ParamName {
+                    key: lit.value(),
+                    span: lit.span(),
+                }
+            } else {
+                let ident: Ident = input.parse()?;
+                ParamName {
+                    key: ident.to_string(),
+                    span: ident.span(),
+                }
+            };
+            input.parse::<Token![:]>()?;
+            return Ok(Arg::Param {
+                name,
+                ty: input.parse()?,
+            });
+        }
+        if input.peek(Ident) && input.peek2(Token![=]) && !input.peek2(Token![==]) {
+            let name = input.parse()?;
+            input.parse::<Token![=]>()?;
+            return Ok(Arg::Named {
+                name,
+                value: input.parse()?,
+            });
+        }
+        Ok(Arg::Positional(input.parse()?))
+    }
+}
+
+impl Parse for Value {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        if input.peek(Token![-]) {
+            let minus = input.parse::<Token![-]>()?;
+            return match input.parse::<Value>()? {
+                Value::Float(f, span) => Ok(Value::Float(-f, join(minus.span, span))),
+                Value::Int(n) => Ok(Value::Float(-(n.value as f64), join(minus.span, n.span))),
+                other => Err(syn::Error::new(other.span(), "expected a number after `-`")),
+            };
+        }
+        if input.peek(LitFloat) {
+            let lit: LitFloat = input.parse()?;
+            if !lit.suffix().is_empty() {
+                return Err(syn::Error::new(lit.span(), "expected a plain number"));
+            }
+            return Ok(Value::Float(lit.base10_parse()?, lit.span()));
+        }
+        if input.peek(LitInt) {
+            let lit: LitInt = input.parse()?;
+            let (nums, dtype) = dims(&lit)?;
+            if let Some(dtype) = dtype {
+                return Err(syn::Error::new(
+                    dtype.span,
+                    "expected a number or sizes like `3x3` here, not a type",
+                ));
+            }
+            return Ok(match <[Num; 1]>::try_from(nums) {
+                Ok([n]) => Value::Int(n),
+                Err(nums) => Value::Dims(nums, lit.span()),
+            });
+        }
+        if input.peek(syn::token::Paren) {
+            // A parenthesised list of values, or a parenthesised expression.
+            let fork = input.fork();
+            let content;
+            let paren = parenthesized!(content in fork);
+            if content.peek(LitInt) || content.peek(LitFloat) || content.peek(Token![-]) {
+                let content;
+                parenthesized!(content in input);
+                let items = Punctuated::<Value, Token![,]>::parse_terminated(&content)?;
+                return Ok(Value::Tuple(items.into_iter().collect(), paren.span.join()));
+            }
+        }
+        if (input.peek(Ident) && input.peek2(Token![<]))
+            && (input.fork().parse::<TypeExpr>().is_ok())
+        {
+            return Ok(Value::Type(input.parse()?));
+        }
+        Ok(Value::Expr(input.parse()?))
+    }
+}
+
+impl Parse for TypeExpr {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let head: Ident = input.parse()?;
+        let kind = match head.to_string().as_str() {
+            "fm" => TypeKind::Fm,
+            "vec" => TypeKind::Vec,
+            _ => {
+                return Err(syn::Error::new(
+                    head.span(),
+                    format!("unknown type `{head}`: expected a feature map `fm<3xf32[224,224]>` or a vector `vec<10xf32>`"),
+                ))
+            }
+        };
+        input.parse::<Token![<]>()?;
+        let lit: LitInt = input.parse().map_err(|e| {
+            syn::Error::new(e.span(), "expected channels and dtype, like `3xf32`")
+        })?;
+        let (nums, dtype) = dims(&lit)?;
+        let (channels, dtype) = match (nums.as_slice(), dtype) {
+            ([c], Some(d)) => (*c, d),
+            _ => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "expected channels and dtype, like `3xf32`",
+                ))
+            }
+        };
+        let spatial = if input.peek(syn::token::Bracket) {
+            let content;
+            bracketed!(content in input);
+            let sizes = Punctuated::<LitInt, Token![,]>::parse_terminated(&content)?;
+            let mut out = Vec::new();
+            for lit in sizes {
+                out.push(Num {
+                    value: lit.base10_parse()?,
+                    span: lit.span(),
+                });
+            }
+            Some(out)
+        } else {
+            None
+        };
+        let mut batch = None;
+        if input.peek(Token![,]) {
+            input.parse::<Token![,]>()?;
+            input.parse::<kw::batch>()?;
+            input.parse::<Token![=]>()?;
+            let lit: LitInt = input.parse()?;
+            batch = Some(Num {
+                value: lit.base10_parse()?,
+                span: lit.span(),
+            });
+        }
+        let close = input.parse::<Token![>]>()?;
+        Ok(TypeExpr {
+            kind,
+            channels,
+            dtype,
+            spatial,
+            batch,
+            span: join(head.span(), close.span),
+        })
+    }
+}
+
+impl Parse for ParamType {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let head: Ident = input.parse()?;
+        match head.to_string().as_str() {
+            "weights" => {
+                input.parse::<Token![<]>()?;
+                let first: LitInt = input.parse()?;
+                let c_in = single(&first)?;
+                input.parse::<Token![->]>()?;
+                let second: LitInt = input.parse()?;
+                let (kernel, c_out) = if input.peek(Token![->]) {
+                    input.parse::<Token![->]>()?;
+                    let (nums, dtype) = dims(&second)?;
+                    let Some(dtype) = dtype else {
+                        return Err(syn::Error::new(
+                            second.span(),
+                            "expected kernel sizes and dtype, like `3x3xf32`",
+                        ));
+                    };
+                    let third: LitInt = input.parse()?;
+                    (Some((nums, dtype)), single(&third)?)
+                } else {
+                    (None, single(&second)?)
+                };
+                let close = input.parse::<Token![>]>()?;
+                Ok(ParamType::Weights {
+                    c_in,
+                    kernel,
+                    c_out,
+                    span: join(head.span(), close.span),
+                })
+            }
+            "norm" => {
+                input.parse::<Token![<]>()?;
+                let lit: LitInt = input.parse()?;
+                let (nums, dtype) = dims(&lit)?;
+                let (channels, dtype) = match (nums.as_slice(), dtype) {
+                    ([c], Some(d)) => (*c, d),
+                    _ => {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "expected channels and dtype, like `16xf32`",
+                        ))
+                    }
+                };
+                let close = input.parse::<Token![>]>()?;
+                Ok(ParamType::Norm {
+                    channels,
+                    dtype,
+                    span: join(head.span(), close.span),
+                })
+            }
+            _ => Err(syn::Error::new(
+                head.span(),
+                format!("unknown parameter type `{head}`: expected `weights<In -> KhxKwxf32 -> Out>`, `weights<In -> Out>` or `norm<Cxf32>`"),
+            )),
+        }
+    }
+}
+
+/// Splits a dlnn literal: `3x3xf32` -> ([3, 3], Some(f32)), `2x2` -> ([2, 2], None),
+/// `16xf32` -> ([16], Some(f32)), `7` -> ([7], None).
+pub fn dims(lit: &LitInt) -> syn::Result<(Vec<Num>, Option<Dtype>)> {
+    let span = lit.span();
+    let bad = || {
+        syn::Error::new(
+            span,
+            format!("cannot read `{lit}`: expected sizes and an optional dtype like `3x3xf32`"),
+        )
+    };
+    let first: usize = lit.base10_digits().parse().map_err(|_| bad())?;
+    let mut nums = vec![Num { value: first, span }];
+    let suffix = lit.suffix();
+    if suffix.is_empty() {
+        return Ok((nums, None));
+    }
+    let rest = suffix.strip_prefix('x').ok_or_else(bad)?;
+    let mut dtype = None;
+    let parts: Vec<&str> = rest.split('x').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if let Ok(n) = part.parse::<usize>() {
+            nums.push(Num { value: n, span });
+        } else if i == parts.len() - 1 && !part.is_empty() {
+            dtype = Some(Dtype {
+                name: (*part).to_string(),
+                span,
+            });
+        } else {
+            return Err(bad());
+        }
+    }
+    Ok((nums, dtype))
+}
+
+fn single(lit: &LitInt) -> syn::Result<Num> {
+    match dims(lit)? {
+        (nums, None) if nums.len() == 1 => Ok(nums[0]),
+        _ => Err(syn::Error::new(
+            lit.span(),
+            format!("expected a channel count, found `{lit}`"),
+        )),
+    }
+}
+
+/// Joins two spans where the compiler can (on stable it keeps the first otherwise).
+pub fn join(a: Span, b: Span) -> Span {
+    a.join(b).unwrap_or(a)
+}

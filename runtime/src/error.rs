@@ -1,0 +1,221 @@
+//! The one error type a kiln model returns at run time.
+//!
+//! Everything that can go wrong once a model has compiled is a mismatch between what the compiler
+//! planned for and what the caller hands over: an input of the wrong length, a byte buffer that
+//! cannot be viewed as `f32`s, an arena that is too small, or a weights file that does not match
+//! the model. Each message names what was expected *and* what was found, so a user can fix the
+//! call without reading kiln's source.
+//!
+//! Broken compiler invariants (a memory plan that overlaps, a parameter spec out of bounds) are not
+//! errors here: they are kiln bugs and panic with an "internal error" message instead.
+
+use core::fmt;
+
+/// A run-time error from a kiln model: bad input, too small an arena, or weights that do not
+/// match the model.
+///
+/// The [`Display`](fmt::Display) text is meant for people and names both what the model expected
+/// and what it got; match on the variants to react programmatically. New variants may be added in
+/// minor releases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// An input holds the wrong number of `f32` values.
+    InputLength {
+        /// The input's name in the network declaration.
+        name: &'static str,
+        /// The input's declared type, as written in the DSL (e.g. `fm<1xf32[8,8]>`).
+        ty: &'static str,
+        /// How many `f32` values the model expects.
+        expected: usize,
+        /// How many it was given.
+        got: usize,
+    },
+    /// An input given as bytes is not a whole number of `f32` values.
+    InputNotWholeF32s {
+        /// The input's name, when known (it is not inside [`AsInput::as_f32`](crate::AsInput)).
+        name: Option<&'static str>,
+        /// The byte length that was given.
+        bytes: usize,
+    },
+    /// An input given as bytes does not start on a 4-byte boundary, so it cannot be viewed as
+    /// `f32` values without copying.
+    InputMisaligned {
+        /// The input's name, when known (it is not inside [`AsInput::as_f32`](crate::AsInput)).
+        name: Option<&'static str>,
+        /// How many bytes past the previous 4-byte boundary the data starts.
+        offset: usize,
+    },
+    /// A caller-provided arena is smaller than the model's memory plan.
+    ArenaTooSmall {
+        /// Bytes the plan needs, counted from a 64-byte-aligned start.
+        needed: usize,
+        /// Bytes the caller provided.
+        got: usize,
+        /// Bytes skipped at the start of the caller's buffer to reach a 64-byte boundary.
+        padding: usize,
+    },
+    /// The weights bytes are not a valid safetensors file.
+    WeightsFile {
+        /// What the safetensors parser reported.
+        reason: String,
+    },
+    /// A tensor the model needs is not in the weights file.
+    WeightMissing {
+        /// The tensor's name.
+        tensor: &'static str,
+        /// The shape the model expects.
+        shape: &'static [usize],
+    },
+    /// A tensor in the weights file has another element type than `F32`.
+    WeightDtype {
+        /// The tensor's name.
+        tensor: &'static str,
+        /// The dtype the file declares, as safetensors spells it (`F16`, `BF16`, ...).
+        dtype: String,
+    },
+    /// A tensor in the weights file has another shape than the model expects.
+    WeightShape {
+        /// The tensor's name.
+        tensor: &'static str,
+        /// The shape the file declares.
+        file: Vec<usize>,
+        /// The shape the model expects.
+        expected: &'static [usize],
+    },
+}
+
+/// Writes `input `name`` or just `input` when the name is not known.
+fn input_label(f: &mut fmt::Formatter<'_>, name: Option<&str>) -> fmt::Result {
+    match name {
+        Some(name) => write!(f, "input `{name}`"),
+        None => f.write_str("input"),
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InputLength {
+                name,
+                ty,
+                expected,
+                got,
+            } => write!(
+                f,
+                "input `{name}`: expected {expected} f32 values ({ty}), got {got}"
+            ),
+            Error::InputNotWholeF32s { name, bytes } => {
+                input_label(f, *name)?;
+                write!(
+                    f,
+                    ": {bytes} bytes is not a whole number of f32 values (4 bytes each)"
+                )
+            }
+            Error::InputMisaligned { name, offset } => {
+                input_label(f, *name)?;
+                write!(
+                    f,
+                    ": bytes start {offset} byte(s) past a 4-byte boundary, so they cannot be \
+                     read as f32 values in place; copy them into a Vec<f32> first"
+                )
+            }
+            Error::ArenaTooSmall {
+                needed,
+                got,
+                padding,
+            } => {
+                write!(
+                    f,
+                    "arena: needs {needed} bytes (64-byte aligned), got {got}"
+                )?;
+                if *padding > 0 {
+                    // Say why a buffer that looks big enough is not: its start had to be moved.
+                    write!(
+                        f,
+                        " ({} after skipping {padding} bytes to reach a 64-byte boundary)",
+                        got.saturating_sub(*padding)
+                    )?;
+                }
+                Ok(())
+            }
+            Error::WeightsFile { reason } => {
+                write!(f, "weights: not a valid safetensors file: {reason}")
+            }
+            Error::WeightMissing { tensor, shape } => write!(
+                f,
+                "weights: tensor `{tensor}` (f32 {shape:?}) is missing from the file"
+            ),
+            Error::WeightDtype { tensor, dtype } => write!(
+                f,
+                "weights: tensor `{tensor}` has dtype {dtype} in the file, the model expects F32"
+            ),
+            Error::WeightShape {
+                tensor,
+                file,
+                expected,
+            } => write!(
+                f,
+                "weights: tensor `{tensor}` has shape {file:?} in the file, the model expects \
+                 {expected:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The messages are part of the user interface; pin the exact wording the docs promise.
+    #[test]
+    fn messages_name_expected_and_got() {
+        let e = Error::InputLength {
+            name: "x",
+            ty: "fm<1xf32[8,8]>",
+            expected: 64,
+            got: 63,
+        };
+        assert_eq!(
+            e.to_string(),
+            "input `x`: expected 64 f32 values (fm<1xf32[8,8]>), got 63"
+        );
+        let e = Error::ArenaTooSmall {
+            needed: 4096,
+            got: 1000,
+            padding: 0,
+        };
+        assert_eq!(
+            e.to_string(),
+            "arena: needs 4096 bytes (64-byte aligned), got 1000"
+        );
+        let e = Error::ArenaTooSmall {
+            needed: 4096,
+            got: 4100,
+            padding: 8,
+        };
+        assert_eq!(
+            e.to_string(),
+            "arena: needs 4096 bytes (64-byte aligned), got 4100 (4092 after skipping 8 bytes \
+             to reach a 64-byte boundary)"
+        );
+        let e = Error::WeightMissing {
+            tensor: "fc.bias",
+            shape: &[10],
+        };
+        assert_eq!(
+            e.to_string(),
+            "weights: tensor `fc.bias` (f32 [10]) is missing from the file"
+        );
+        let e = Error::InputNotWholeF32s {
+            name: None,
+            bytes: 7,
+        };
+        assert_eq!(
+            e.to_string(),
+            "input: 7 bytes is not a whole number of f32 values (4 bytes each)"
+        );
+    }
+}

@@ -1,0 +1,323 @@
+//! Tensors going into and coming out of a model.
+//!
+//! Outputs are [`Tensor`]s: a borrowed `f32` slice plus the shape the compiler inferred, so reading
+//! a result never copies. Inputs are anything implementing [`AsInput`]: `f32` slices, arrays and
+//! vectors, and byte buffers that happen to hold little-endian `f32`s (for example a memory-mapped
+//! file). The generated code checks the length with [`input`] against the declared type.
+
+use core::fmt;
+use core::ops::Deref;
+
+use crate::Error;
+
+/// A tensor borrowed from a model's arena (or any `f32` slice), with its shape.
+///
+/// Dereferences to `[f32]`, so all slice methods work; the elements are in row-major order.
+#[derive(Clone, Copy, PartialEq)]
+pub struct Tensor<'a> {
+    data: &'a [f32],
+    shape: &'static [usize],
+}
+
+impl<'a> Tensor<'a> {
+    /// Pairs `data` with its shape. The generated code guarantees `data.len()` is the product of
+    /// `shape`; other callers should keep that invariant too.
+    #[inline]
+    pub fn new(data: &'a [f32], shape: &'static [usize]) -> Self {
+        debug_assert_eq!(
+            shape.iter().product::<usize>(),
+            data.len(),
+            "Tensor::new: data length does not match the shape {shape:?}"
+        );
+        Tensor { data, shape }
+    }
+
+    /// The tensor's dimensions, outermost first.
+    #[inline]
+    pub fn shape(&self) -> &'static [usize] {
+        self.shape
+    }
+
+    /// The elements in row-major order, with the arena's lifetime (not the `Tensor`'s).
+    #[inline]
+    pub fn as_slice(&self) -> &'a [f32] {
+        self.data
+    }
+
+    /// Copies the elements into a new vector, for keeping a result past the next model call.
+    pub fn to_vec(&self) -> Vec<f32> {
+        self.data.to_vec()
+    }
+
+    /// The number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the tensor has no elements (some dimension is zero).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The flat index of the largest element, the first one on ties; `None` if the tensor is
+    /// empty or holds only NaNs. NaNs are skipped, so one bad logit does not hide the answer.
+    pub fn argmax(&self) -> Option<usize> {
+        let mut best: Option<(usize, f32)> = None;
+        for (i, &v) in self.data.iter().enumerate() {
+            if v.is_nan() {
+                continue;
+            }
+            match best {
+                Some((_, b)) if v <= b => {}
+                _ => best = Some((i, v)),
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}
+
+impl Deref for Tensor<'_> {
+    type Target = [f32];
+
+    #[inline]
+    fn deref(&self) -> &[f32] {
+        self.data
+    }
+}
+
+impl fmt::Debug for Tensor<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape)
+            .field("data", &self.data)
+            .finish()
+    }
+}
+
+/// Model inputs: anything that can be viewed as `f32` values without copying.
+///
+/// Implemented for `[f32]`, `[f32; N]`, `Vec<f32>`, [`Tensor`] (to feed one model's output to
+/// another), byte buffers `[u8]`/`Vec<u8>` holding native-endian `f32`s at a 4-byte-aligned
+/// address, and references to any of these.
+pub trait AsInput {
+    /// The values, or an error saying why the bytes cannot be read as `f32`s in place.
+    fn as_f32(&self) -> Result<&[f32], Error>;
+}
+
+impl AsInput for [f32] {
+    #[inline]
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        Ok(self)
+    }
+}
+
+impl<const N: usize> AsInput for [f32; N] {
+    #[inline]
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        Ok(self)
+    }
+}
+
+impl AsInput for Vec<f32> {
+    #[inline]
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        Ok(self)
+    }
+}
+
+impl AsInput for Tensor<'_> {
+    #[inline]
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        Ok(self.data)
+    }
+}
+
+impl AsInput for [u8] {
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        // Check the two failure causes ourselves so the error says which one it was; bytemuck's
+        // own error does not tell a user what to do.
+        let size = core::mem::size_of::<f32>();
+        if !self.len().is_multiple_of(size) {
+            return Err(Error::InputNotWholeF32s {
+                name: None,
+                bytes: self.len(),
+            });
+        }
+        let offset = self.as_ptr().addr() % core::mem::align_of::<f32>();
+        bytemuck::try_cast_slice(self).map_err(|_| Error::InputMisaligned { name: None, offset })
+    }
+}
+
+impl AsInput for Vec<u8> {
+    #[inline]
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        self.as_slice().as_f32()
+    }
+}
+
+impl<T: AsInput + ?Sized> AsInput for &T {
+    #[inline]
+    fn as_f32(&self) -> Result<&[f32], Error> {
+        (**self).as_f32()
+    }
+}
+
+/// Views input `name` as exactly `len` values, or says what was wrong. `ty` is the declared type
+/// as written in the DSL and only appears in the error message.
+#[inline]
+pub fn input<'a, T: AsInput + ?Sized>(
+    name: &'static str,
+    ty: &'static str,
+    x: &'a T,
+    len: usize,
+) -> Result<&'a [f32], Error> {
+    let values = x.as_f32().map_err(|e| match e {
+        // `as_f32` cannot know the input's name; add it here where it is known.
+        Error::InputNotWholeF32s { name: None, bytes } => Error::InputNotWholeF32s {
+            name: Some(name),
+            bytes,
+        },
+        Error::InputMisaligned { name: None, offset } => Error::InputMisaligned {
+            name: Some(name),
+            offset,
+        },
+        other => other,
+    })?;
+    if values.len() != len {
+        return Err(Error::InputLength {
+            name,
+            ty,
+            expected: len,
+            got: values.len(),
+        });
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TY: &str = "fm<1xf32[2,2]>";
+
+    #[test]
+    fn tensor_accessors() {
+        let data = [0.5f32, -1.0, 3.0, 3.0, 2.0, 0.0];
+        let t = Tensor::new(&data, &[2, 3]);
+        assert_eq!(t.shape(), &[2, 3]);
+        assert_eq!(t.len(), 6);
+        assert!(!t.is_empty());
+        assert_eq!(t.to_vec(), vec![0.5, -1.0, 3.0, 3.0, 2.0, 0.0]);
+        assert_eq!(t[4], 2.0);
+        // Ties go to the first maximum.
+        assert_eq!(t.argmax(), Some(2));
+        assert!(format!("{t:?}").contains("shape: [2, 3]"));
+    }
+
+    #[test]
+    fn argmax_edge_cases() {
+        assert_eq!(Tensor::new(&[], &[0]).argmax(), None);
+        assert_eq!(Tensor::new(&[f32::NAN, f32::NAN], &[2]).argmax(), None);
+        assert_eq!(
+            Tensor::new(&[f32::NAN, -5.0, f32::NAN, -4.0], &[4]).argmax(),
+            Some(3)
+        );
+        assert_eq!(
+            Tensor::new(&[f32::NEG_INFINITY, f32::NEG_INFINITY], &[2]).argmax(),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn input_accepts_f32_containers() {
+        let arr = [1.0f32, 2.0, 3.0, 4.0];
+        let v = arr.to_vec();
+        assert_eq!(input("x", TY, &arr, 4).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(input("x", TY, &v, 4).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(input("x", TY, &arr[..], 4).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        // A reference to a reference goes through the blanket impl.
+        let r: &[f32] = &arr;
+        assert_eq!(input("x", TY, &r, 4).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        let t = Tensor::new(&arr, &[2, 2]);
+        assert_eq!(input("x", TY, &t, 4).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn input_wrong_length() {
+        let short = [0.0f32; 3];
+        let err = input("x", TY, &short, 4).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "input `x`: expected 4 f32 values (fm<1xf32[2,2]>), got 3"
+        );
+        let long = vec![0.0f32; 5];
+        let err = input("img", TY, &long, 4).unwrap_err();
+        assert_eq!(
+            err,
+            Error::InputLength {
+                name: "img",
+                ty: TY,
+                expected: 4,
+                got: 5
+            }
+        );
+    }
+
+    #[test]
+    fn input_from_bytes() {
+        // A Vec<f32>'s buffer is 4-byte aligned, so viewing it as bytes gives an aligned [u8].
+        let values = [1.5f32, -2.0, 0.25, 8.0];
+        let mut backing = vec![0f32; 5];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut backing);
+        for (chunk, v) in bytes.chunks_exact_mut(4).zip(values) {
+            chunk.copy_from_slice(&v.to_ne_bytes());
+        }
+        let aligned = &bytes[..16];
+        assert_eq!(input("x", TY, aligned, 4).unwrap(), &values);
+        let owned: Vec<u8> = aligned.to_vec();
+        // A Vec<u8> may or may not be 4-byte aligned; only check the success case when it is.
+        if owned.as_ptr().addr().is_multiple_of(4) {
+            assert_eq!(input("x", TY, &owned, 4).unwrap(), &values);
+        }
+
+        // 15 bytes: not a whole number of f32s, whatever the alignment.
+        let err = input("x", TY, &bytes[..15], 4).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "input `x`: 15 bytes is not a whole number of f32 values (4 bytes each)"
+        );
+        // 20 bytes: five values where four are expected.
+        let err = input("x", TY, &bytes[..20], 4).unwrap_err();
+        assert_eq!(
+            err,
+            Error::InputLength {
+                name: "x",
+                ty: TY,
+                expected: 4,
+                got: 5
+            }
+        );
+        // Starting one byte in: misaligned.
+        let err = input("x", TY, &bytes[1..17], 4).unwrap_err();
+        assert_eq!(
+            err,
+            Error::InputMisaligned {
+                name: Some("x"),
+                offset: 1
+            }
+        );
+        assert!(err
+            .to_string()
+            .starts_with("input `x`: bytes start 1 byte(s) past"));
+        // Without going through `input`, the error has no name.
+        assert_eq!(
+            bytes[2..6].as_f32(),
+            Err(Error::InputMisaligned {
+                name: None,
+                offset: 2
+            })
+        );
+    }
+}

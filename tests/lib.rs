@@ -1,0 +1,116 @@
+//! The networks kiln's integration tests run, written in the DSL, and helpers to compare them
+//! with onnxruntime's outputs.
+//!
+//! `scripts/gen_testdata.py` builds the same networks as ONNX models with the same weights,
+//! runs onnxruntime on them and writes `data/<net>_io.safetensors` (`x`: input, `y`: output).
+//! The tests only read those files: no Python at test time.
+
+use safetensors::SafeTensors;
+
+kiln::network! {
+    /// A three-layer perceptron over a batch of 3.
+    pub net Mlp(x: vec<20xf32, batch = 3>) -> vec<5xf32, batch = 3> {
+        weights "data/mlp.safetensors";
+        let h = dense(x, fc1: weights<20 -> 32>).relu();
+        let h = dense(h, fc2: weights<32 -> 16>).tanh();
+        let h = dense(h, fc3: weights<16 -> 5>);
+        softmax(h)
+    }
+}
+
+kiln::network! {
+    /// LeNet-5 style: conv, max pool, conv, average pool, three dense layers.
+    pub net LeNet(x: fm<1xf32[28,28]>) -> vec<10xf32> {
+        weights "data/lenet.safetensors";
+        let h = conv2d(x, conv1: weights<1 -> 5x5xf32 -> 6>, pad = 2).relu();
+        let h = max_pool(h, 2x2, stride = 2);
+        let h = conv2d(h, conv2: weights<6 -> 5x5xf32 -> 16>).relu6();
+        let h = avg_pool(h, 2x2, stride = 2);
+        let h = dense(flatten(h), fc1: weights<400 -> 120>).sigmoid();
+        let h = dense(h, fc2: weights<120 -> 84>).leaky_relu(alpha = 0.1);
+        dense(h, fc3: weights<84 -> 10>)
+    }
+}
+
+kiln::network! {
+    /// An inverted-residual block (expand, depthwise, project, batch norms, residual add) with
+    /// side branches joined by concat, a squeeze-excitation style broadcast multiply, pooling
+    /// and a classifier head.
+    pub net Block(x: fm<8xf32[16,16]>) -> vec<10xf32> {
+        weights "data/block.safetensors";
+        let a = conv2d(x, expand: weights<8 -> 1x1xf32 -> 16>, bias = false);
+        let a = batch_norm(a, bn1: norm<16xf32>).relu6();
+        let a = conv2d(a, dw: weights<16 -> 3x3xf32 -> 16>, groups = 16, pad = same, bias = false);
+        let a = batch_norm(a, bn2: norm<16xf32>).relu();
+        let a = conv2d(a, project: weights<16 -> 1x1xf32 -> 8>, bias = false);
+        let a = batch_norm(a, bn3: norm<8xf32>);
+        let r = add(a, x);
+        let r = batch_norm(r, bn4: norm<8xf32>);
+        let b = conv2d(pad(x, 1), side: weights<8 -> 3x3xf32 -> 8>, stride = 2);
+        let b = leaky_relu(b, alpha = 0.2);
+        let d = conv2d(x, dil: weights<8 -> 3x3xf32 -> 8>, dilation = 2, pad = 2, stride = 2);
+        let r = max_pool(r, 2x2, stride = 2);
+        let c = concat(r, b, d);
+        let s = global_avg_pool(c).sigmoid();
+        let c = mul(c, s);
+        let c = avg_pool(c, 3x3, stride = 2, pad = 1);
+        let g = flatten(global_avg_pool(c));
+        softmax(dense(g, head: weights<24 -> 10>))
+    }
+}
+
+kiln::network! {
+    /// The digits example's network, over a batch of 32 (see examples/digits).
+    pub net Digits32(x: fm<1xf32[8,8], batch = 32>) -> vec<10xf32, batch = 32> {
+        weights "../examples/digits/data/digits.safetensors";
+        let h = conv2d(x, conv1: weights<1 -> 3x3xf32 -> 16>, pad = same).relu();
+        let h = max_pool(h, 2x2, stride = 2);
+        let h = dense(flatten(h), fc1: weights<256 -> 64>).relu();
+        softmax(dense(h, fc2: weights<64 -> 10>))
+    }
+}
+
+/// A reference input/output pair computed by onnxruntime.
+#[derive(Debug)]
+pub struct Golden {
+    pub x: Vec<f32>,
+    pub y: Vec<f32>,
+    pub y_shape: Vec<usize>,
+}
+
+/// Reads `data/<name>_io.safetensors`.
+pub fn golden(name: &str) -> Golden {
+    let path = format!("{}/data/{name}_io.safetensors", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let read = |key: &str| -> (Vec<f32>, Vec<usize>) {
+        let t = st.tensor(key).unwrap_or_else(|e| panic!("{path}: `{key}`: {e}"));
+        let data = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        (data, t.shape().to_vec())
+    };
+    let (x, _) = read("x");
+    let (y, y_shape) = read("y");
+    Golden { x, y, y_shape }
+}
+
+/// Bytes of a test data file.
+pub fn data_file(name: &str) -> Vec<u8> {
+    let path = format!("{}/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Asserts `|got - want| <= 1e-4 * max(1, |want|)` everywhere, naming the first index that
+/// is off.
+pub fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "output length");
+    let mut worst = (0.0f32, 0);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs() / w.abs().max(1.0);
+        assert!(err.is_finite(), "element {i}: got {g}, want {w}");
+        if err > worst.0 {
+            worst = (err, i);
+        }
+    }
+    let (err, i) = worst;
+    assert!(err <= 1e-4, "element {i}: got {}, want {} (relative error {err:e})", got[i], want[i]);
+}

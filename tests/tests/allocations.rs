@@ -1,0 +1,63 @@
+//! Inference allocates nothing: a counting global allocator watches `run` and `run_in`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kiln_tests::{golden, Block, LeNet};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts them.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above, for `dealloc`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: as above, for `realloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_during(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    f();
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+// One test function, so no other test thread allocates while we count.
+#[test]
+fn inference_does_not_allocate() {
+    let block_io = golden("block");
+    let lenet_io = golden("lenet");
+    let mut block = Block::new();
+    let lenet = LeNet::new();
+    let mut arena = kiln::Arena::new(LeNet::ARENA_BYTES);
+
+    // The counter must see allocations at all, or a zero below would prove nothing.
+    assert!(allocations_during(|| drop(std::hint::black_box(vec![1u8; 10]))) > 0);
+
+    let n = allocations_during(|| {
+        for _ in 0..3 {
+            let y = block.run(&block_io.x).unwrap();
+            std::hint::black_box(y.as_slice());
+        }
+    });
+    assert_eq!(n, 0, "Block::run allocated {n} times");
+    let n = allocations_during(|| {
+        let y = lenet.run_in(arena.as_bytes_mut(), &lenet_io.x).unwrap();
+        std::hint::black_box(y.as_slice());
+    });
+    assert_eq!(n, 0, "LeNet::run_in allocated {n} times");
+}

@@ -1,0 +1,72 @@
+//! kiln's outputs against onnxruntime's on the same networks and weights
+//! (`scripts/gen_testdata.py` and `scripts/train_digits.py` made the reference files).
+
+use kiln_tests::{assert_close, golden, Block, Digits32, LeNet, Mlp};
+
+#[test]
+fn mlp_matches_onnxruntime() {
+    let g = golden("mlp");
+    let mut model = Mlp::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+}
+
+#[test]
+fn lenet_matches_onnxruntime() {
+    let g = golden("lenet");
+    let mut model = LeNet::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+}
+
+#[test]
+fn block_matches_onnxruntime() {
+    let g = golden("block");
+    let mut model = Block::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+}
+
+#[test]
+fn trained_digits_matches_onnxruntime() {
+    let g = golden("digits");
+    let mut model = Digits32::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+}
+
+/// Weights given at run time go through the validating loader and must give the same numbers
+/// as the embedded ones.
+#[test]
+fn weights_loaded_at_run_time_match() {
+    let g = golden("block");
+    let mut model = Block::from_safetensors(&kiln_tests::data_file("block.safetensors")).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
+}
+
+/// A caller-owned arena, misaligned on purpose, gives the same result as the model's own.
+#[test]
+fn run_in_a_caller_arena() {
+    let g = golden("lenet");
+    let model = LeNet::new();
+    let mut arena = vec![0u8; LeNet::ARENA_BYTES + 64 + 3];
+    let y = model.run_in(&mut arena[3..], &g.x).unwrap();
+    assert_close(&y, &g.y);
+}
+
+/// Inputs as little-endian bytes are viewed without copying.
+#[test]
+fn input_as_bytes() {
+    let g = golden("mlp");
+    let mut model = Mlp::new();
+    let mut bytes = kiln::Arena::new(g.x.len() * 4);
+    for (chunk, v) in bytes.as_bytes_mut().chunks_exact_mut(4).zip(&g.x) {
+        chunk.copy_from_slice(&v.to_ne_bytes());
+    }
+    let y = model.run(bytes.as_bytes_mut() as &[u8]).unwrap();
+    assert_close(&y, &g.y);
+}
