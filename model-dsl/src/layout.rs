@@ -17,9 +17,9 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
     let x = g.shape(op.args[0]);
     let y = g.shape(op.result);
     let (c_in, c_out) = (x.channels() / groups, y.channels() / groups);
-    if *kernel == [1, 1] && *stride == [1, 1] && *pad == [0; 4] {
-        0
-    } else if c_in == 1 && c_out == 1 {
+    let pointwise = *kernel == [1, 1] && *stride == [1, 1] && *pad == [0; 4];
+    let depthwise = c_in == 1 && c_out == 1;
+    if pointwise || depthwise {
         0
     } else {
         let [oh, ow] = y.spatial();

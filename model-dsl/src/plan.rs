@@ -28,13 +28,15 @@
 //! 3. **Offsets.** Greedy by size with best fit (Pisarchyk & Lee 2020, "Efficient Memory
 //!    Management for Deep Neural Net Inference"): groups sorted by size descending (ties: earlier
 //!    first step, then lower index); each is put in the smallest gap between the already-placed
-//!    groups whose live ranges overlap it, or above the highest of them when no gap fits. A
-//!    second order is also tried — by first step, then size descending, placing each group in
-//!    the lowest gap that fits (first fit) — and the smaller arena wins (ties go to the first
-//!    strategy), so the result is deterministic.
+//!    groups whose live ranges overlap it, or above the highest of them when no gap fits. The
+//!    groups are also placed in order of first step (then size descending), which suits chains
+//!    of short-lived tensors, and each order is run with both best fit and first fit (the lowest
+//!    gap that fits). Neither order nor fit rule wins on every graph, and each run is cheap, so
+//!    all four are tried in the fixed order size/best, first-use/first, first-use/best,
+//!    size/first, and the smallest arena wins (the earliest on ties): deterministic.
 //! 4. **Bounds.** `lower_bound` is the largest sum of group sizes live at any one step (no plan
 //!    can do better, since those groups pairwise conflict); `naive_bytes` is the sum of all group
-//!    sizes, i.e. no reuse at all. Both strategies place every group at most at the sum of the
+//!    sizes, i.e. no reuse at all. Every strategy places each group at most at the sum of the
 //!    sizes placed before it, so `lower_bound <= arena_bytes <= naive_bytes`.
 //!
 //! The planner never panics, even on a malformed problem (a use before its definition, an alias
@@ -291,17 +293,27 @@ pub fn plan(problem: &Problem) -> Plan {
         });
     }
 
-    // Offsets: try both orders, keep the smaller arena (the first on ties).
+    // Offsets: every combination of order and fit rule, keeping the smallest arena (the earliest
+    // strategy on ties). Each costs O(groups^2), negligible next to compiling the model, and no
+    // single one is best on every graph (see the tests).
     let mut by_size: Vec<usize> = (0..all.len()).collect();
     by_size.sort_by_key(|&i| (Reverse(all[i].size), all[i].first, all[i].key));
     let mut by_first: Vec<usize> = (0..all.len()).collect();
     by_first.sort_by_key(|&i| (all[i].first, Reverse(all[i].size), all[i].key));
-    let (mut offsets, mut arena) = place(&all, &by_size, Fit::Best);
-    let (offsets2, arena2) = place(&all, &by_first, Fit::First);
-    if arena2 < arena {
-        offsets = offsets2;
-        arena = arena2;
+    let strategies = [
+        (&by_size, Fit::Best),
+        (&by_first, Fit::First),
+        (&by_first, Fit::Best),
+        (&by_size, Fit::First),
+    ];
+    let mut best: Option<(Vec<usize>, usize)> = None;
+    for (order, fit) in strategies {
+        let (offsets, arena) = place(&all, order, fit);
+        if best.as_ref().is_none_or(|(_, b)| arena < *b) {
+            best = Some((offsets, arena));
+        }
     }
+    let (offsets, arena) = best.unwrap_or_default();
 
     let values = (0..n)
         .map(|i| match class[i] {
@@ -898,6 +910,80 @@ mod tests {
         assert_eq!(plan.arena_bytes, 320);
         let offsets: Vec<usize> = (0..4).map(|i| placed(&plan, i).offset).collect();
         assert_eq!(offsets, [0, 256, 0, 0]);
+    }
+
+    /// Best fit takes the smallest gap. By size: g4 (128 B, live 2..=2) at 0, then the 64-byte
+    /// groups by first step: g2 (0..=5) at 128, g1 (1..=2) at 192, g0 (2..=4) at 256. g3 (4..=5)
+    /// then sees the gaps [0, 128) (g4 is dead) and [192, 256) (g1 is dead) and takes the
+    /// second. (By first use with first fit the arena is also 320, so the size order is kept.)
+    #[test]
+    fn best_fit_takes_the_smallest_gap() {
+        let p = Problem {
+            steps: 6,
+            values: vec![
+                arena("g0", 64, 2, &[4]),
+                arena("g1", 64, 1, &[2]),
+                arena("g2", 64, 0, &[5]),
+                arena("g3", 64, 4, &[5]),
+                arena("g4", 128, 2, &[]),
+            ],
+            scratch: vec![],
+        };
+        let plan = plan(&p);
+        assert_eq!(plan.arena_bytes, 320);
+        let offsets: Vec<usize> = (0..5).map(|i| placed(&plan, i).offset).collect();
+        assert_eq!(offsets, [256, 192, 128, 192, 0]);
+    }
+
+    /// Only first-use order with best fit reaches the lower bound here (512 B: steps 1 and 4);
+    /// both size order with best fit and first-use order with first fit need 640. First-use
+    /// order: g2 (192 B, 0..=2) at 0, g4 (256 B, 1..=1) at 192, g1 (64 B, 1..=4) at 448, g5 (128
+    /// B, 2..=5) at 192 where g4 was, g3 (128 B, 3..=4) in the 128-byte gap at 320 (first fit
+    /// would take 0), g0 (192 B, 4..=5) in the 192-byte gap at 0.
+    #[test]
+    fn tries_first_use_order_with_best_fit() {
+        let p = Problem {
+            steps: 6,
+            values: vec![
+                arena("g0", 192, 4, &[5]),
+                arena("g1", 64, 1, &[4]),
+                arena("g2", 192, 0, &[2]),
+                arena("g3", 128, 3, &[4]),
+                arena("g4", 256, 1, &[]),
+                arena("g5", 128, 2, &[5]),
+            ],
+            scratch: vec![],
+        };
+        let plan = plan(&p);
+        assert_eq!(plan.lower_bound, 512);
+        assert_eq!(plan.arena_bytes, 512);
+        let offsets: Vec<usize> = (0..6).map(|i| placed(&plan, i).offset).collect();
+        assert_eq!(offsets, [0, 448, 0, 320, 192, 192]);
+    }
+
+    /// Only size order with first fit reaches the lower bound here (384 B at step 3): g4 (256 B,
+    /// 0..=0) at 0, g5 (128 B, 0..=4) at 256, g3 (128 B, 3..=3) at 0, g2 (64 B, 1..=4) at 128,
+    /// g0 (64 B, 2..=2) in the first gap at 0 (best fit would take the snug [192, 256)), which
+    /// leaves [192, 256) for g1 (64 B, 2..=3). Every best-fit run needs 448 bytes.
+    #[test]
+    fn tries_size_order_with_first_fit() {
+        let p = Problem {
+            steps: 5,
+            values: vec![
+                arena("g0", 64, 2, &[]),
+                arena("g1", 64, 2, &[3]),
+                arena("g2", 64, 1, &[4]),
+                arena("g3", 128, 3, &[]),
+                arena("g4", 256, 0, &[]),
+                arena("g5", 128, 0, &[4]),
+            ],
+            scratch: vec![],
+        };
+        let plan = plan(&p);
+        assert_eq!(plan.lower_bound, 384);
+        assert_eq!(plan.arena_bytes, 384);
+        let offsets: Vec<usize> = (0..6).map(|i| placed(&plan, i).offset).collect();
+        assert_eq!(offsets, [0, 192, 128, 0, 0, 256]);
     }
 
     /// A dead value (no uses, not an output) still occupies its step.

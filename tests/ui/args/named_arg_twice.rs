@@ -1,0 +1,9 @@
+//! `stride` is given twice.
+
+kiln::network! {
+    net Net(x: fm<3xf32[8,8]>) -> fm<3xf32[4,4]> {
+        max_pool(x, 2x2, stride = 2, stride = 2)
+    }
+}
+
+fn main() {}
