@@ -8,7 +8,9 @@ fails for one reason only:
 
 * `fc.safetensors`         both tensors, float32, right shapes;
 * `fc_no_bias.safetensors` `fc.weight` only;
-* `fc_f16.safetensors`     `fc.weight` stored as float16, `fc.bias` float32.
+* `fc_f16.safetensors`     `fc.weight` stored as float16, `fc.bias` float32;
+* `model.pt`               not safetensors at all: a zip archive shaped like a PyTorch
+                           checkpoint, the file a user most likely points at by mistake.
 
 The values are a fixed ramp (the tests never run these networks), so rerunning the script
 rewrites identical files.
@@ -18,6 +20,7 @@ Usage: python3 scripts/gen_ui_weights.py     (from anywhere; paths are repo-rela
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +41,10 @@ def main() -> None:
     for name, tensors in files.items():
         save_file(tensors, str(OUT / name))
         print(f"wrote {OUT / name}")
+    # A fixed timestamp keeps the archive byte-for-byte reproducible.
+    with zipfile.ZipFile(OUT / "model.pt", "w", zipfile.ZIP_STORED) as z:
+        z.writestr(zipfile.ZipInfo("archive/version", date_time=(2024, 1, 1, 0, 0, 0)), "3\n")
+    print(f"wrote {OUT / 'model.pt'}")
 
 
 if __name__ == "__main__":

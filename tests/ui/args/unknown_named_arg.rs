@@ -1,8 +1,8 @@
 //! `strides` is a typo for `stride`.
 
 kiln::network! {
-    net Net(x: fm<3xf32[8,8]>) -> fm<8xf32[3,3]> {
-        conv2d(x, conv1: weights<3 -> 3x3xf32 -> 8>, strides = 2)
+    net Net(x: fm<3xf32[8,8]>) -> fm<3xf32[4,4]> {
+        max_pool(x, 2x2, strides = 2)
     }
 }
 

@@ -1,9 +1,9 @@
-//! The weights file is an ONNX model, not safetensors.
+//! The weights file is a PyTorch checkpoint (a zip archive), not safetensors.
 
 kiln::network! {
-    net Net(x: vec<20xf32>) -> vec<32xf32> {
-        weights "../../data/mlp.onnx";
-        dense(x, fc1: weights<20 -> 32>)
+    net Net(x: vec<4xf32>) -> vec<2xf32> {
+        weights "model.pt";
+        dense(x, fc: weights<4 -> 2>)
     }
 }
 
