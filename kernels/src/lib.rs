@@ -29,9 +29,13 @@
 
 #![no_std]
 
+#[cfg(feature = "std")]
+extern crate std;
+
 pub mod arch;
 pub mod math;
 mod params;
+mod table;
 
 #[cfg(test)]
 mod testutil;
@@ -42,3 +46,4 @@ pub use arch::portable::{
     softmax, softmax_inplace, unary, unary_inplace,
 };
 pub use params::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};
+pub use table::{best, detect, for_isa, Isa, Kernels, PORTABLE};

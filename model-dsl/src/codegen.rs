@@ -155,6 +155,7 @@ impl Model<'_> {
             #vis struct #name {
                 params: ::kiln::__private::AlignedBuf,
                 arena: ::kiln::__private::AlignedBuf,
+                kernels: &'static ::kiln::__private::kernels::Kernels,
             }
 
             const _: () = {
@@ -190,7 +191,12 @@ impl Model<'_> {
 
                     fn with_params(mut params: ::kiln::__private::AlignedBuf) -> Self {
                         Self::prepare(params.as_mut_slice());
-                        Self { params, arena: ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4) }
+                        Self {
+                            params,
+                            arena: ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4),
+                            // The ISA is chosen once, here; `run` never detects.
+                            kernels: ::kiln::__private::kernels::best(),
+                        }
                     }
 
                     fn prepare(__params: &mut [f32]) {
@@ -200,7 +206,7 @@ impl Model<'_> {
                     /// Runs the network in the model's own arena. Allocates nothing.
                     pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
                         #input_checks
-                        ::core::result::Result::Ok(Self::exec(self.params.as_slice(), self.arena.as_mut_slice(), #(#input_idents),*))
+                        ::core::result::Result::Ok(Self::exec(self.kernels, self.params.as_slice(), self.arena.as_mut_slice(), #(#input_idents),*))
                     }
 
                     /// Runs the network in a caller-provided arena of at least `ARENA_BYTES`
@@ -209,11 +215,11 @@ impl Model<'_> {
                     pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
                         #input_checks
                         let arena = ::kiln::__private::arena_f32(arena, #arena_bytes)?;
-                        ::core::result::Result::Ok(Self::exec(self.params.as_slice(), arena, #(#input_idents),*))
+                        ::core::result::Result::Ok(Self::exec(self.kernels, self.params.as_slice(), arena, #(#input_idents),*))
                     }
 
                     #[allow(unused_variables, clippy::too_many_arguments)]
-                    fn exec<'a>(__params: &[f32], __arena: &'a mut [f32], #(#input_idents: &[f32]),*) -> #out_ty {
+                    fn exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #(#input_idents: &[f32]),*) -> #out_ty {
                         #body
                         let __arena: &'a [f32] = __arena;
                         #out_expr
@@ -223,6 +229,7 @@ impl Model<'_> {
                 impl ::core::fmt::Debug for #name {
                     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                         f.debug_struct(#debug_name)
+                            .field("isa", &self.kernels.isa)
                             .field("arena_bytes", &#arena_bytes)
                             .field("params", &#params_len)
                             .finish()
@@ -360,7 +367,7 @@ impl Model<'_> {
                 let act = act_tokens(*act);
                 let x = &read_args[0];
                 let scratch = if scratch_len > 0 { quote! { scratch } } else { quote! { &mut [] } };
-                quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
+                quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
             }
             OpKind::Dense { weight, bias, act, .. } => {
                 let (n, n_in, n_out) = (x_shape.batch(), x_shape.channels(), y_shape.channels());
@@ -368,7 +375,7 @@ impl Model<'_> {
                 let b = self.bias(i, *bias);
                 let act = act_tokens(*act);
                 let x = &read_args[0];
-                quote! { #k::dense(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
+                quote! { (__k.dense)(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
             }
             OpKind::BatchNorm { act, .. } => {
                 let (scale, shift) = self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
@@ -377,19 +384,19 @@ impl Model<'_> {
                 let sp = h * w;
                 let act = act_tokens(*act);
                 if in_place.is_some() {
-                    quote! { #k::scale_shift_inplace(#n, #c, #sp, out, &__params[#scale], &__params[#shift], #act); }
+                    quote! { (__k.scale_shift_inplace)(#n, #c, #sp, out, &__params[#scale], &__params[#shift], #act); }
                 } else {
                     let x = &read_args[0];
-                    quote! { #k::scale_shift(#n, #c, #sp, #x, &__params[#scale], &__params[#shift], #act, out); }
+                    quote! { (__k.scale_shift)(#n, #c, #sp, #x, &__params[#scale], &__params[#shift], #act, out); }
                 }
             }
             OpKind::Unary(act) => {
                 let act = act_tokens(*act);
                 if in_place.is_some() {
-                    quote! { #k::unary_inplace(#act, out); }
+                    quote! { (__k.unary_inplace)(#act, out); }
                 } else {
                     let x = &read_args[0];
-                    quote! { #k::unary(#act, #x, out); }
+                    quote! { (__k.unary)(#act, #x, out); }
                 }
             }
             OpKind::Binary(bop) => {
@@ -404,11 +411,11 @@ impl Model<'_> {
                     Some(j) => {
                         let other = &read_args[1 - j];
                         let lhs = j == 0;
-                        quote! { #k::binary_inplace(#bop, &#bc, out, #other, #lhs); }
+                        quote! { (__k.binary_inplace)(#bop, &#bc, out, #other, #lhs); }
                     }
                     None => {
                         let (a, b) = (&read_args[0], &read_args[1]);
-                        quote! { #k::binary(#bop, &#bc, #a, #b, out); }
+                        quote! { (__k.binary)(#bop, &#bc, #a, #b, out); }
                     }
                 }
             }
@@ -419,12 +426,12 @@ impl Model<'_> {
                 let [sh, sw] = stride;
                 let [pt, pl, pb, pr] = pad;
                 let f = match kind {
-                    PoolKind::Max => quote! { max_pool2d },
-                    PoolKind::Avg => quote! { avg_pool2d },
+                    PoolKind::Max => quote! { (__k.max_pool2d) },
+                    PoolKind::Avg => quote! { (__k.avg_pool2d) },
                 };
                 let x = &read_args[0];
                 quote! {
-                    #k::#f(&#k::Pool2d {
+                    #f(&#k::Pool2d {
                         batch: #n, channels: #c, h: #h, w: #w, kh: #kh, kw: #kw,
                         stride: [#sh, #sw], pad: [#pt, #pl, #pb, #pr], out_h: #oh, out_w: #ow,
                         count_include_pad: #count_include_pad,
@@ -435,7 +442,7 @@ impl Model<'_> {
                 let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
                 let sp = h * w;
                 let x = &read_args[0];
-                quote! { #k::global_avg_pool(#n, #c, #sp, #x, out); }
+                quote! { (__k.global_avg_pool)(#n, #c, #sp, #x, out); }
             }
             OpKind::Concat => {
                 let (n, [h, w]) = (y_shape.batch(), y_shape.spatial());
@@ -444,7 +451,7 @@ impl Model<'_> {
                 let mut offset = 0usize;
                 let copies = op.args.iter().zip(&read_args).map(|(a, x)| {
                     let c = self.graph.shape(*a).channels();
-                    let t = quote! { #k::copy_into_channels(#n, #c, #sp, #x, #c_dst, #offset, out); };
+                    let t = quote! { (__k.copy_into_channels)(#n, #c, #sp, #x, #c_dst, #offset, out); };
                     offset += c;
                     t
                 });
@@ -454,10 +461,10 @@ impl Model<'_> {
                 let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
                 let inner = h * w;
                 if in_place.is_some() {
-                    quote! { #k::softmax_inplace(#n, #c, #inner, out); }
+                    quote! { (__k.softmax_inplace)(#n, #c, #inner, out); }
                 } else {
                     let x = &read_args[0];
-                    quote! { #k::softmax(#n, #c, #inner, #x, out); }
+                    quote! { (__k.softmax)(#n, #c, #inner, #x, out); }
                 }
             }
             OpKind::Pad { pad, value } => {
@@ -465,7 +472,7 @@ impl Model<'_> {
                 let [pt, pl, pb, pr] = pad;
                 let value = f32_lit(*value);
                 let x = &read_args[0];
-                quote! { #k::pad2d(#n, #c, #h, #w, [#pt, #pl, #pb, #pr], #value, #x, out); }
+                quote! { (__k.pad2d)(#n, #c, #h, #w, [#pt, #pl, #pb, #pr], #value, #x, out); }
             }
             OpKind::Copy => {
                 let x = &read_args[0];
@@ -563,7 +570,8 @@ pub fn fallback(def: &NetworkDef) -> TokenStream {
     let vis = &def.vis;
     let name = &def.name;
     let input_tys: Vec<_> = (0..def.inputs.len()).map(|i| format_ident!("X{}", i)).collect();
-    let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+    // Generated names: the user's may be what is wrong (declared twice, say).
+    let user_names: Vec<_> = (0..def.inputs.len()).map(|i| format_ident!("_x{}", i)).collect();
     let outs: Vec<_> = def.outputs.iter().map(|_| quote! { ::kiln::__private::Tensor<'a> }).collect();
     let out_ty = if outs.len() == 1 { outs[0].clone() } else { quote! { (#(#outs),*) } };
     quote! {

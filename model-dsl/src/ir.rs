@@ -218,6 +218,7 @@ pub struct Param {
     /// The parameter's name token, and its type (where shape errors point).
     pub name_span: Span,
     pub ty_span: Span,
+    pub ty_end: Span,
 }
 
 #[derive(Clone, Debug)]

@@ -16,14 +16,20 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
     };
     let x = g.shape(op.args[0]);
     let y = g.shape(op.result);
-    let (c_in, c_out) = (x.channels() / groups, y.channels() / groups);
-    let pointwise = *kernel == [1, 1] && *stride == [1, 1] && *pad == [0; 4];
+    // Lowering rejects a convolution whose scratch size overflows, so this never saturates.
+    conv_scratch(*kernel, *stride, *pad, x.channels() / groups, y.channels() / groups, y.spatial()).unwrap_or(usize::MAX)
+}
+
+/// The formula of [`conv_scratch_len`] on the convolution's geometry (`c_in` and `c_out` per
+/// group), or `None` if the count overflows `usize`. It multiplies in the kernel's order, so when
+/// this fits, the kernel's own `const` evaluation of the formula fits too.
+pub fn conv_scratch(kernel: [usize; 2], stride: [usize; 2], pad: [usize; 4], c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> Option<usize> {
+    let pointwise = kernel == [1, 1] && stride == [1, 1] && pad == [0; 4];
     let depthwise = c_in == 1 && c_out == 1;
     if pointwise || depthwise {
-        0
+        Some(0)
     } else {
-        let [oh, ow] = y.spatial();
-        c_in * kernel[0] * kernel[1] * oh * ow
+        c_in.checked_mul(kernel[0])?.checked_mul(kernel[1])?.checked_mul(oh)?.checked_mul(ow)
     }
 }
 
@@ -98,7 +104,7 @@ pub fn problem(g: &Graph) -> Problem {
         .enumerate()
         .filter_map(|(i, op)| {
             let len = conv_scratch_len(g, op);
-            (len > 0).then_some(ScratchReq { step: i, bytes: len * 4 })
+            (len > 0).then_some(ScratchReq { step: i, bytes: len.saturating_mul(4) })
         })
         .collect();
     Problem {

@@ -29,6 +29,9 @@ impl Errors {
     pub fn push(&mut self, e: syn::Error) {
         self.0.push(e);
     }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -14,6 +14,14 @@ use crate::ir::{Act, BinOp, BnParams, Graph, OpKind, Param, ParamId, PoolKind, P
 use crate::syntax::{Arg, Body, Dtype, Expr, NetworkDef, Num, ParamName, ParamType, Stmt, TypeExpr, TypeKind, Value};
 use crate::Errors;
 
+/// The most bytes a network's tensors may take all together: inputs, every op's result and
+/// scratch, and the parameters, each rounded up to the planner's 64-byte alignment as if nothing
+/// were reused. Keeping the sum (not just each tensor) under this bound, a quarter of what a Rust
+/// allocation may hold, means no size, offset or total computed from the shapes later (plan,
+/// parameter layout, generated constants, the kernels' own formulas) can overflow: they are all
+/// at most a few times this sum.
+pub const MAX_BYTES: usize = isize::MAX as usize / 4;
+
 /// The operations the DSL knows, for "unknown operation" messages.
 pub const OPS: &[&str] = &[
     "conv2d", "dense", "batch_norm", "relu", "relu6", "clip", "leaky_relu", "sigmoid", "tanh", "add",
@@ -34,11 +42,17 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         scope: HashMap::new(),
         errors,
         param_keys: HashMap::new(),
+        bytes: 0,
     };
     for (i, input) in def.inputs.iter().enumerate() {
         let Some(shape) = cx.type_shape(&input.ty, None) else {
+            // Bound but poisoned: uses of it are not reported again as undefined.
+            cx.scope.insert(input.name.to_string(), None);
             continue;
         };
+        if cx.claim(input.ty.span, format_args!("input `{}` {shape}", input.name), &shape.dims).is_none() {
+            continue;
+        }
         let v = cx.graph.add_value(Producer::Input(i), shape, input.name.span());
         cx.graph.values[v.index()].name = Some(input.name.to_string());
         cx.graph.inputs.push(crate::ir::Input {
@@ -63,11 +77,33 @@ struct Lower<'e> {
     scope: HashMap<String, Option<ValueId>>,
     errors: &'e mut Errors,
     param_keys: HashMap<String, Span>,
+    /// Bytes claimed so far against [`MAX_BYTES`].
+    bytes: usize,
 }
 
 impl Lower<'_> {
     fn error(&mut self, span: Span, msg: impl std::fmt::Display) {
         self.errors.push(syn::Error::new(span, msg));
+    }
+
+    /// Counts a new tensor of shape `dims` against [`MAX_BYTES`]; `what` names it in the error.
+    fn claim(&mut self, span: Span, what: impl std::fmt::Display, dims: &[usize]) -> Option<()> {
+        match reserved_bytes(dims).and_then(|b| b.checked_add(self.bytes)).filter(|&t| t <= MAX_BYTES) {
+            Some(total) => {
+                self.bytes = total;
+                Some(())
+            }
+            None => {
+                self.error(span, format!("{what} is too large: a network's tensors may take at most {MAX_BYTES} bytes in all"));
+                None
+            }
+        }
+    }
+
+    /// Adds an op whose result has `shape`, once the shape's bytes fit in [`MAX_BYTES`].
+    fn add_op(&mut self, name: &str, kind: OpKind, args: Vec<ValueId>, shape: Shape, span: Span) -> Option<ValueId> {
+        self.claim(span, format_args!("{name}: the output {shape}"), &shape.dims)?;
+        Some(self.graph.add_op(kind, args, shape, span))
     }
 
     fn body(&mut self, body: &Body, def: &NetworkDef) -> Option<syn::LitStr> {
@@ -101,9 +137,9 @@ impl Lower<'_> {
             self.error(
                 result_span,
                 format!(
-                    "the network declares {} output(s) but its result has {}",
-                    def.outputs.len(),
-                    results.len()
+                    "the network declares {} but its result has {}",
+                    plural(def.outputs.len(), "output"),
+                    plural(results.len(), "value")
                 ),
             );
             return weights_file;
@@ -116,16 +152,16 @@ impl Lower<'_> {
             };
             let actual = self.graph.shape(v).clone();
             if actual != declared {
-                self.error(
-                    ty.span,
-                    format!("output type is {declared} but the network computes {actual}"),
-                );
+                self.errors.push(ty.error(format!("output type is {declared} but the network computes {actual}")));
                 continue;
             }
             // An output must live in the arena, which the caller borrows it from; an output that
             // is an input's own bytes (or a view of them) gets copied there.
             let v = if self.is_external_root(v) {
-                self.graph.add_op(OpKind::Copy, vec![v], actual, expr.span())
+                let Some(copy) = self.add_op("copy", OpKind::Copy, vec![v], actual, expr.span()) else {
+                    continue;
+                };
+                copy
             } else {
                 v
             };
@@ -174,6 +210,10 @@ impl Lower<'_> {
         };
         if let Some(zero) = nums.iter().find(|n| n.value == 0) {
             self.error(zero.span, "sizes must be at least 1");
+            return None;
+        }
+        if reserved_bytes(&shape.dims).is_none_or(|b| b > MAX_BYTES) {
+            self.error(ty.span, format!("{shape} is too large: a tensor may take at most {MAX_BYTES} bytes"));
             return None;
         }
         Some(shape)
@@ -232,8 +272,10 @@ impl Lower<'_> {
         }
         let mut a = Args::new(op, args);
         let result = self.op(&name, span, &mut a);
-        a.finish(self);
-        result
+        // An op that failed stopped reading its arguments; only misspelt names are worth
+        // reporting then. An op with a misspelt argument fails too: it ran without it.
+        let clean = a.finish(self, result.is_some());
+        result.filter(|_| clean)
     }
 
     /// Lowers one known op. Returns `None` if it (or one of its inputs) had an error.
@@ -252,11 +294,11 @@ impl Lower<'_> {
                 };
                 self.check_dtype(dtype)?;
                 if channels.value != shape.channels() {
-                    self.error(channels.span, format!("batch_norm: input {shape} has {} channels but `{}` has {}", shape.channels(), pname.key, channels.value));
+                    self.error(channels.span, format!("batch_norm: input {shape} has {} but `{}` has {}", plural(shape.channels(), "channel"), pname.key, channels.value));
                     return None;
                 }
                 let stats = self.norm_params(pname, pty, channels.value)?;
-                Some(self.graph.add_op(OpKind::BatchNorm { bn: BnParams { stats, eps: eps? as f32 }, act: Act::None }, vec![x], shape, span))
+                self.add_op(name, OpKind::BatchNorm { bn: BnParams { stats, eps: eps? as f32 }, act: Act::None }, vec![x], shape, span)
             }
             "relu" | "relu6" | "sigmoid" | "tanh" | "clip" | "leaky_relu" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -267,17 +309,18 @@ impl Lower<'_> {
                     "tanh" => Act::Tanh,
                     "leaky_relu" => Act::LeakyRelu { alpha: a.float(self, "alpha", 0.01)? as f32 },
                     _ => {
+                        let min_span = a.named_span("min").unwrap_or(span);
                         let min = a.float(self, "min", f64::NEG_INFINITY)? as f32;
                         let max = a.float(self, "max", f64::INFINITY)? as f32;
                         if min > max {
-                            self.error(span, format!("clip: min ({min}) is greater than max ({max})"));
+                            self.error(min_span, format!("clip: min ({min}) is greater than max ({max})"));
                             return None;
                         }
                         Act::Clip { min, max }
                     }
                 };
                 let shape = self.graph.shape(x).clone();
-                Some(self.graph.add_op(OpKind::Unary(act), vec![x], shape, span))
+                self.add_op(name, OpKind::Unary(act), vec![x], shape, span)
             }
             "add" | "sub" | "mul" | "div" => {
                 let [x, y] = self.inputs::<2>(a, span)?;
@@ -292,7 +335,7 @@ impl Lower<'_> {
                     self.error(span, format!("{name}: cannot broadcast {sx} with {sy}: each size must match or be 1"));
                     return None;
                 };
-                Some(self.graph.add_op(OpKind::Binary(op), vec![x, y], shape, span))
+                self.add_op(name, OpKind::Binary(op), vec![x, y], shape, span)
             }
             "max_pool" | "avg_pool" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -304,13 +347,13 @@ impl Lower<'_> {
                 let pad = a.padding(self)?;
                 let (pad, [oh, ow]) = self.window(name, span, &shape, kernel, stride, [1, 1], pad)?;
                 let out = Shape::fm(shape.batch(), shape.channels(), oh, ow);
-                Some(self.graph.add_op(OpKind::Pool { kind, kernel, stride, pad, count_include_pad }, vec![x], out, span))
+                self.add_op(name, OpKind::Pool { kind, kernel, stride, pad, count_include_pad }, vec![x], out, span)
             }
             "global_avg_pool" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let shape = self.fm_input(x, name, span)?;
                 let out = Shape::fm(shape.batch(), shape.channels(), 1, 1);
-                Some(self.graph.add_op(OpKind::GlobalAvgPool, vec![x], out, span))
+                self.add_op(name, OpKind::GlobalAvgPool, vec![x], out, span)
             }
             "concat" => {
                 let xs = self.variadic_inputs(a, span)?;
@@ -319,23 +362,28 @@ impl Lower<'_> {
                     return None;
                 }
                 let first = self.graph.shape(xs[0]).clone();
-                let mut channels = 0;
+                let mut channels = Some(0usize);
                 for (i, &x) in xs.iter().enumerate() {
                     let s = self.graph.shape(x).clone();
                     if s.kind != first.kind || s.batch() != first.batch() || s.spatial() != first.spatial() {
                         self.error(a.positional_span(i).unwrap_or(span), format!("concat: input {} is {s} but input 1 is {first}; only the channel count may differ", i + 1));
                         return None;
                     }
-                    channels += s.channels();
+                    channels = channels.and_then(|c| c.checked_add(s.channels()));
                 }
+                let Some(channels) = channels else {
+                    self.error(span, format!("concat: the output is too large: its channel count overflows (at most {MAX_BYTES} bytes)"));
+                    return None;
+                };
                 let mut out = first;
                 out.dims[1] = channels;
-                Some(self.graph.add_op(OpKind::Concat, xs, out, span))
+                self.add_op(name, OpKind::Concat, xs, out, span)
             }
             "flatten" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let s = self.graph.shape(x).clone();
                 let out = Shape::vec(s.batch(), s.elements() / s.batch());
+                // A view of the input's bytes: nothing new to count against `MAX_BYTES`.
                 Some(self.graph.add_op(OpKind::Reshape, vec![x], out, span))
             }
             "reshape" => {
@@ -347,7 +395,7 @@ impl Lower<'_> {
                 let s = self.graph.shape(x).clone();
                 let out = self.type_shape(&ty, Some(s.batch()))?;
                 if out.elements() != s.elements() {
-                    self.error(ty.span, format!("reshape: {s} has {} elements but {out} has {}", s.elements(), out.elements()));
+                    self.errors.push(ty.error(format!("reshape: {s} has {} elements but {out} has {}", s.elements(), out.elements())));
                     return None;
                 }
                 Some(self.graph.add_op(OpKind::Reshape, vec![x], out, span))
@@ -355,7 +403,7 @@ impl Lower<'_> {
             "softmax" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let s = self.graph.shape(x).clone();
-                Some(self.graph.add_op(OpKind::Softmax, vec![x], s, span))
+                self.add_op(name, OpKind::Softmax, vec![x], s, span)
             }
             "pad" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -369,8 +417,13 @@ impl Lower<'_> {
                 };
                 let value = a.float(self, "value", 0.0)? as f32;
                 let [h, w] = s.spatial();
-                let out = Shape::fm(s.batch(), s.channels(), h + pad[0] + pad[2], w + pad[1] + pad[3]);
-                Some(self.graph.add_op(OpKind::Pad { pad, value }, vec![x], out, span))
+                let grow = |size: usize, a: usize, b: usize| size.checked_add(a)?.checked_add(b);
+                let (Some(oh), Some(ow)) = (grow(h, pad[0], pad[2]), grow(w, pad[1], pad[3])) else {
+                    self.error(span, format!("pad: the output is too large: padding {s} by {pad:?} overflows"));
+                    return None;
+                };
+                let out = Shape::fm(s.batch(), s.channels(), oh, ow);
+                self.add_op(name, OpKind::Pad { pad, value }, vec![x], out, span)
             }
             _ => unreachable!("`{name}` is in OPS but has no lowering"),
         }
@@ -381,6 +434,7 @@ impl Lower<'_> {
         let (pname, pty) = a.param(self, "weights, like `w1: weights<3 -> 3x3xf32 -> 16>`")?;
         let stride = a.pair(self, "stride")?.unwrap_or([1, 1]);
         let dilation = a.pair(self, "dilation")?.unwrap_or([1, 1]);
+        let groups_span = a.named_span("groups").unwrap_or(span);
         let groups = a.usize(self, "groups")?.unwrap_or(1);
         let has_bias = a.bool(self, "bias", true)?;
         let pad = a.padding(self)?;
@@ -403,19 +457,27 @@ impl Lower<'_> {
             return None;
         }
         if c_in.value != shape.channels() {
-            self.error(c_in.span, format!("conv2d: input {shape} has {} channels but weights `{}` expect {}", shape.channels(), pname.key, c_in.value));
+            self.error(c_in.span, format!("conv2d: input {shape} has {} but weights `{}` expect {}", plural(shape.channels(), "channel"), pname.key, c_in.value));
             return None;
         }
         if groups == 0 || c_in.value % groups != 0 || c_out.value % groups != 0 {
-            self.error(a.named_span("groups").unwrap_or(span), format!("conv2d: groups = {groups} must divide both the input channels ({}) and the output channels ({})", c_in.value, c_out.value));
+            self.error(groups_span, format!("conv2d: groups = {groups} must divide both the input channels ({}) and the output channels ({})", c_in.value, c_out.value));
             return None;
         }
         let (pad, [oh, ow]) = self.window("conv2d", span, &shape, [kh, kw], stride, dilation, pad)?;
-        let weight = self.param(pname, pty.span(), "weight", vec![c_out.value, c_in.value / groups, kh, kw])?;
-        let bias = if has_bias { Some(self.param(pname, pty.span(), "bias", vec![c_out.value])?) } else { None };
+        let weight = self.param(pname, pty, "weight", vec![c_out.value, c_in.value / groups, kh, kw])?;
+        let bias = if has_bias { Some(self.param(pname, pty, "bias", vec![c_out.value])?) } else { None };
+        // The im2col buffer the kernel will need is planned into the arena too.
+        let Some(scratch) = crate::layout::conv_scratch([kh, kw], stride, pad, c_in.value / groups, c_out.value / groups, [oh, ow]) else {
+            self.error(span, format!("conv2d: the scratch buffer is too large: a network's tensors may take at most {MAX_BYTES} bytes in all"));
+            return None;
+        };
+        if scratch > 0 {
+            self.claim(span, format_args!("conv2d: the scratch buffer of {scratch} floats"), &[scratch])?;
+        }
         let out = Shape::fm(shape.batch(), c_out.value, oh, ow);
         let kind = OpKind::Conv2d { weight, bias, kernel: [kh, kw], stride, dilation, pad, groups, bn: None, act: Act::None };
-        Some(self.graph.add_op(kind, vec![x], out, span))
+        self.add_op("conv2d", kind, vec![x], out, span)
     }
 
     fn dense(&mut self, span: Span, a: &mut Args) -> Option<ValueId> {
@@ -436,36 +498,37 @@ impl Lower<'_> {
             return None;
         }
         if c_in.value != shape.channels() {
-            self.error(c_in.span, format!("dense: input {shape} has {} features but weights `{}` expect {}", shape.channels(), pname.key, c_in.value));
+            self.error(c_in.span, format!("dense: input {shape} has {} but weights `{}` expect {}", plural(shape.channels(), "feature"), pname.key, c_in.value));
             return None;
         }
         if c_out.value == 0 {
             self.error(c_out.span, "dense: sizes must be at least 1");
             return None;
         }
-        let weight = self.param(pname, pty.span(), "weight", vec![c_out.value, c_in.value])?;
-        let bias = if has_bias { Some(self.param(pname, pty.span(), "bias", vec![c_out.value])?) } else { None };
+        let weight = self.param(pname, pty, "weight", vec![c_out.value, c_in.value])?;
+        let bias = if has_bias { Some(self.param(pname, pty, "bias", vec![c_out.value])?) } else { None };
         let out = Shape::vec(shape.batch(), c_out.value);
-        Some(self.graph.add_op(OpKind::Dense { weight, bias, bn: None, act: Act::None }, vec![x], out, span))
+        self.add_op("dense", OpKind::Dense { weight, bias, bn: None, act: Act::None }, vec![x], out, span)
     }
 
     fn norm_params(&mut self, pname: &ParamName, pty: &ParamType, c: usize) -> Option<[ParamId; 4]> {
         let mut ids = Vec::new();
         for part in ["weight", "bias", "running_mean", "running_var"] {
-            ids.push(self.param(pname, pty.span(), part, vec![c])?);
+            ids.push(self.param(pname, pty, part, vec![c])?);
         }
         ids.try_into().ok()
     }
 
     /// Declares the tensor `<name>.<part>`; a name used twice is an error.
-    fn param(&mut self, name: &ParamName, ty_span: Span, part: &str, shape: Vec<usize>) -> Option<ParamId> {
+    fn param(&mut self, name: &ParamName, ty: &ParamType, part: &str, shape: Vec<usize>) -> Option<ParamId> {
         let key = format!("{}.{part}", name.key);
         if self.param_keys.insert(key.clone(), name.span).is_some() {
             self.error(name.span, format!("parameter `{}` is declared twice; each layer needs its own name", name.key));
             return None;
         }
+        self.claim(ty.span(), format_args!("parameter `{key}` of shape {shape:?}"), &shape)?;
         let id = ParamId(self.graph.params.len() as u32);
-        self.graph.params.push(Param { key, shape, name_span: name.span, ty_span });
+        self.graph.params.push(Param { key, shape, name_span: name.span, ty_span: ty.span(), ty_end: ty.end() });
         Some(id)
     }
 
@@ -487,23 +550,35 @@ impl Lower<'_> {
             return None;
         }
         let [h, w] = s.spatial();
+        // What one window spans, dilation included; `None` if that overflows.
+        let extent = [0, 1].map(|d| (k[d] - 1).checked_mul(dil[d])?.checked_add(1));
         let pad = match pad {
             Padding::Explicit(p) => p,
             Padding::Valid => [0; 4],
             Padding::Same => {
                 // ONNX SAME_UPPER: the output is ceil(in / stride); extra padding goes at the end.
+                // `(out - 1) * stride < in`, so only adding the window's extent can overflow.
                 let total = |i: usize, d: usize| {
                     let out = i.div_ceil(stride[d]);
-                    ((out - 1) * stride[d] + (k[d] - 1) * dil[d] + 1).saturating_sub(i)
+                    Some(((out - 1) * stride[d]).checked_add(extent[d]?)?.saturating_sub(i))
                 };
-                let (th, tw) = (total(h, 0), total(w, 1));
+                let (Some(th), Some(tw)) = (total(h, 0), total(w, 1)) else {
+                    self.error(span, format!("{op}: the window is too large: kernel {k:?} with dilation {dil:?} spans more than usize::MAX"));
+                    return None;
+                };
                 [th / 2, tw / 2, th - th / 2, tw - tw / 2]
             }
         };
         let mut out = [0; 2];
         for (d, (size, name)) in [(h, "height"), (w, "width")].into_iter().enumerate() {
-            let padded = size + pad[d] + pad[d + 2];
-            let extent = (k[d] - 1) * dil[d] + 1;
+            let Some(extent) = extent[d] else {
+                self.error(span, format!("{op}: the window is too large: kernel {k:?} with dilation {dil:?} spans more than usize::MAX"));
+                return None;
+            };
+            let Some(padded) = size.checked_add(pad[d]).and_then(|p| p.checked_add(pad[d + 2])) else {
+                self.error(span, format!("{op}: the padded {name} is too large: {size} + {} + {} overflows", pad[d], pad[d + 2]));
+                return None;
+            };
             if padded < extent {
                 self.error(span, format!("{op}: the {name} shrinks to zero: input {s} has {name} {size} (padded {padded}) but the window spans {extent}"));
                 return None;
@@ -624,7 +699,7 @@ impl<'a> Args<'a> {
 
     fn positional_pair(&mut self, cx: &mut Lower, what: &str) -> Option<[usize; 2]> {
         match self.take_positional() {
-            Some(v) => pair_of(cx, &v, &self.op),
+            Some(v) => pair_of(cx, &v, &format!("{}: the window", self.op)),
             None => {
                 cx.error(self.op_span, format!("{}: missing {what}", self.op));
                 None
@@ -684,7 +759,7 @@ impl<'a> Args<'a> {
     fn pair(&mut self, cx: &mut Lower, name: &str) -> Option<Option<[usize; 2]>> {
         match self.named(name) {
             None => Some(None),
-            Some(v) => pair_of(cx, v, &self.op).map(Some),
+            Some(v) => pair_of(cx, v, &format!("{}: `{name}`", self.op)).map(Some),
         }
     }
 
@@ -697,25 +772,35 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// Reports arguments nobody asked for.
-    fn finish(self, cx: &mut Lower) {
+    /// Reports arguments nobody asked for; returns whether there were none. After a failed op
+    /// (`lowered == false`) only names the op does not know at all are reported.
+    fn finish(self, cx: &mut Lower, lowered: bool) -> bool {
         let allowed = allowed_named(&self.op);
+        let before = cx.errors.len();
         for (name, _) in &self.named {
+            let known = allowed.iter().any(|a| *name == a);
             let msg = if self.taken_named.iter().any(|t| *name == t) {
                 format!("{}: `{name}` is given twice", self.op)
+            } else if known {
+                // Left unread because the op failed before it got there.
+                continue;
             } else if allowed.is_empty() {
                 format!("{}: unexpected argument `{name}`; it takes no named arguments", self.op)
             } else {
-                format!("{}: unknown argument `{name}`; expected one of: {}", self.op, allowed.join(", "))
+                let hint = closest(&name.to_string(), allowed).map(|c| format!("did you mean `{c}`? ")).unwrap_or_default();
+                format!("{}: unknown argument `{name}`; {hint}expected one of: {}", self.op, allowed.join(", "))
             };
             cx.error(name.span(), msg);
         }
-        for (name, _) in &self.params {
-            cx.error(name.span, format!("{}: unexpected parameter `{}`", self.op, name.key));
+        if lowered {
+            for (name, _) in &self.params {
+                cx.error(name.span, format!("{}: unexpected parameter `{}`", self.op, name.key));
+            }
+            for (_, v) in &self.positional {
+                cx.error(v.span(), format!("{}: too many arguments", self.op));
+            }
         }
-        for (_, v) in &self.positional {
-            cx.error(v.span(), format!("{}: too many arguments", self.op));
-        }
+        cx.errors.len() == before
     }
 }
 
@@ -743,7 +828,7 @@ fn pair_of(cx: &mut Lower, v: &Value, op: &str) -> Option<[usize; 2]> {
             Some([a, b])
         }
         other => {
-            cx.error(other.span(), format!("{op}: expected one size or two, like `2`, `2x2` or `(2, 1)`"));
+            cx.error(other.span(), format!("{op} must be one size or two, like `2`, `2x2` or `(2, 1)`"));
             None
         }
     }
@@ -798,7 +883,7 @@ pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
 }
 
 /// The known name closest to `name` (edit distance at most 2), for "did you mean" hints.
-fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
     known
         .iter()
         .map(|k| (edit_distance(name, k), *k))
@@ -820,4 +905,20 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// `1 channel`, `3 channels`.
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// Bytes the planner reserves for an f32 tensor of shape `dims`: 4 per element, rounded up to its
+/// 64-byte alignment (at least 64). `None` if that does not fit in `usize`.
+fn reserved_bytes(dims: &[usize]) -> Option<usize> {
+    let elements = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    Some(elements.checked_mul(4)?.checked_next_multiple_of(64)?.max(64))
 }

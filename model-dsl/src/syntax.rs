@@ -52,7 +52,16 @@ pub struct TypeExpr {
     pub dtype: Dtype,
     pub spatial: Option<Vec<Num>>,
     pub batch: Option<Num>,
+    /// The first token (`fm`/`vec`) and the last (`>`): errors about the whole type underline
+    /// the range (`Span::join` is not available to proc macros on stable).
     pub span: Span,
+    pub end: Span,
+}
+
+impl TypeExpr {
+    pub fn error(&self, msg: impl std::fmt::Display) -> syn::Error {
+        error_range(self.span, self.end, msg)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,15 +127,26 @@ pub enum ParamType {
         kernel: Option<(Vec<Num>, Dtype)>,
         c_out: Num,
         span: Span,
+        end: Span,
     },
     /// `norm<Cxdtype>`: batch-norm statistics.
-    Norm { channels: Num, dtype: Dtype, span: Span },
+    Norm {
+        channels: Num,
+        dtype: Dtype,
+        span: Span,
+        end: Span,
+    },
 }
 
 impl ParamType {
     pub fn span(&self) -> Span {
         match self {
             ParamType::Weights { span, .. } | ParamType::Norm { span, .. } => *span,
+        }
+    }
+    pub fn end(&self) -> Span {
+        match self {
+            ParamType::Weights { end, .. } | ParamType::Norm { end, .. } => *end,
         }
     }
 }
@@ -218,13 +238,15 @@ impl Parse for InputDecl {
 impl Parse for Body {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut stmts = Vec::new();
+        let mut last_let = None;
         loop {
             if input.peek(kw::weights) && input.peek2(LitStr) {
                 input.parse::<kw::weights>()?;
                 stmts.push(Stmt::Weights(input.parse()?));
                 input.parse::<Token![;]>()?;
             } else if input.peek(Token![let]) {
-                input.parse::<Token![let]>()?;
+                let let_token = input.parse::<Token![let]>()?;
+                last_let = Some(let_token.span);
                 let name = input.parse()?;
                 input.parse::<Token![=]>()?;
                 let value = input.parse()?;
@@ -235,7 +257,11 @@ impl Parse for Body {
             }
         }
         if input.is_empty() {
-            return Err(input.error("expected the network's result expression at the end"));
+            let msg = "a network ends with its result expression, without `;` (like the last expression of a Rust block)";
+            return Err(match last_let {
+                Some(span) => syn::Error::new(span, format!("{msg}; this `let` is the last line")),
+                None => input.error(msg),
+            });
         }
         let result = input.parse()?;
         if !input.is_empty() {
@@ -247,8 +273,49 @@ impl Parse for Body {
     }
 }
 
+/// How deeply expressions and values may nest: calls inside calls, links of a method chain,
+/// tuples, signs. Parsing, lowering and dropping the AST all recurse on this depth, and running
+/// out of stack aborts rustc instead of reporting an error; at this depth every pass stays well
+/// within a 2 MiB thread stack even unoptimised. A call nested in a call costs two levels (its
+/// argument and its expression), a chained `.op()` one.
+pub const MAX_DEPTH: usize = 128;
+
+thread_local! {
+    /// Nesting levels held by the [`Depth`] guards of the parse in progress.
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One parse function's share of [`DEPTH`], given back when it returns (or fails).
+struct Depth(usize);
+
+impl Depth {
+    fn enter(input: ParseStream) -> syn::Result<Depth> {
+        let mut d = Depth(0);
+        d.add(input)?;
+        Ok(d)
+    }
+    fn add(&mut self, input: ParseStream) -> syn::Result<()> {
+        let depth = DEPTH.get() + 1;
+        if depth > MAX_DEPTH {
+            return Err(input.error(format!(
+                "this expression nests too deeply (more than {MAX_DEPTH} levels of calls, chained calls and tuples); split it with `let`"
+            )));
+        }
+        DEPTH.set(depth);
+        self.0 += 1;
+        Ok(())
+    }
+}
+
+impl Drop for Depth {
+    fn drop(&mut self) {
+        DEPTH.set(DEPTH.get().saturating_sub(self.0));
+    }
+}
+
 impl Parse for Expr {
     fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut depth = Depth::enter(input)?;
         let mut expr = if input.peek(syn::token::Paren) {
             let content;
             let paren = parenthesized!(content in input);
@@ -271,6 +338,8 @@ impl Parse for Expr {
             }
         };
         while input.peek(Token![.]) {
+            // Each link nests the chain so far one level deeper in the AST.
+            depth.add(input)?;
             input.parse::<Token![.]>()?;
             let op: Ident = input.call(syn::ext::IdentExt::parse_any)?;
             let mut args = vec![Arg::Positional(Value::Expr(expr))];
@@ -326,6 +395,7 @@ impl Parse for Arg {
 
 impl Parse for Value {
     fn parse(input: ParseStream) -> syn::Result<Self> {
+        let _depth = Depth::enter(input)?;
         if input.peek(Token![-]) {
             let minus = input.parse::<Token![-]>()?;
             return match input.parse::<Value>()? {
@@ -436,7 +506,8 @@ impl Parse for TypeExpr {
             dtype,
             spatial,
             batch,
-            span: join(head.span(), close.span),
+            span: head.span(),
+            end: close.span,
         })
     }
 }
@@ -470,7 +541,8 @@ impl Parse for ParamType {
                     c_in,
                     kernel,
                     c_out,
-                    span: join(head.span(), close.span),
+                    span: head.span(),
+                    end: close.span,
                 })
             }
             "norm" => {
@@ -490,7 +562,8 @@ impl Parse for ParamType {
                 Ok(ParamType::Norm {
                     channels,
                     dtype,
-                    span: join(head.span(), close.span),
+                    span: head.span(),
+                    end: close.span,
                 })
             }
             _ => Err(syn::Error::new(
@@ -543,6 +616,18 @@ fn single(lit: &LitInt) -> syn::Result<Num> {
             format!("expected a channel count, found `{lit}`"),
         )),
     }
+}
+
+/// An error underlining the tokens from `start` to `end`. `syn::Error::new_spanned` records the
+/// first and last span of what it is given, which works on stable where `Span::join` does not.
+pub fn error_range(start: Span, end: Span, msg: impl std::fmt::Display) -> syn::Error {
+    let tokens: proc_macro2::TokenStream = [
+        proc_macro2::TokenTree::Ident(Ident::new("start", start)),
+        proc_macro2::TokenTree::Ident(Ident::new("end", end)),
+    ]
+    .into_iter()
+    .collect();
+    syn::Error::new_spanned(tokens, msg)
 }
 
 /// Joins two spans where the compiler can (on stable it keeps the first otherwise).

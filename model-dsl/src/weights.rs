@@ -3,8 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeSet;
+
 use crate::ir::Graph;
 use crate::safetensors::{read_header, Header};
+use crate::syntax::error_range;
 use crate::Errors;
 
 /// A weights file the network embeds, checked against the graph.
@@ -31,32 +34,48 @@ pub fn check(graph: &Graph, lit: &syn::LitStr, base_dir: &Path, errors: &mut Err
     let header = match read_header(&bytes) {
         Ok(h) => h,
         Err(e) => {
-            errors.push(syn::Error::new(lit.span(), format!("`{written}` is not a valid safetensors file: {e}")));
+            let msg = match bytes.get(..4) {
+                Some(b"PK\x03\x04") => format!("`{written}` is a zip archive (a PyTorch checkpoint?), not a safetensors file; convert it with `safetensors.torch.save_file`"),
+                _ => format!("`{written}` is not a valid safetensors file: {e}"),
+            };
+            errors.push(syn::Error::new(lit.span(), msg));
             return None;
         }
     };
     let mut offsets = Vec::with_capacity(graph.params.len());
     let mut ok = true;
+    // Layers (`fc` of `fc.weight`) the file has, for "did you mean" hints.
+    let file_layers: BTreeSet<&str> = header.tensors.keys().map(|k| layer_of(k)).collect();
+    let mut reported_layers = BTreeSet::new();
     for p in &graph.params {
         match header.tensors.get(&p.key) {
             None => {
                 ok = false;
-                let mut msg = format!("tensor `{}` is not in `{written}`", p.key);
-                let stem = p.key.rsplit_once('.').map_or(p.key.as_str(), |(s, _)| s);
-                let near: Vec<&str> = header.tensors.keys().filter(|k| k.starts_with(stem)).map(String::as_str).collect();
-                if !near.is_empty() {
-                    msg += &format!(" (it has {})", near.join(", "));
+                let layer = layer_of(&p.key);
+                if !reported_layers.insert(layer) {
+                    continue;
                 }
+                let prefix = format!("{layer}.");
+                let has: Vec<&str> = header.tensors.keys().filter(|k| k.starts_with(&prefix)).map(String::as_str).collect();
+                let msg = if has.is_empty() {
+                    // The whole layer is missing: one error for it, not one per tensor.
+                    let needs: Vec<&str> = graph.params.iter().filter(|q| layer_of(&q.key) == layer).map(|q| q.key.as_str()).collect();
+                    let hint = closest(layer, &file_layers).map(|c| format!("; did you mean `{c}`?")).unwrap_or_default();
+                    format!("`{written}` has no tensors for `{layer}` (needs {}){hint}", needs.join(", "))
+                } else {
+                    format!("tensor `{}` is not in `{written}` (it has {})", p.key, has.join(", "))
+                };
                 errors.push(syn::Error::new(p.name_span, msg));
             }
             Some(t) if t.dtype != "F32" => {
                 ok = false;
-                errors.push(syn::Error::new(p.ty_span, format!("tensor `{}` is {} in `{written}`, but kiln expects F32", p.key, t.dtype)));
+                errors.push(error_range(p.ty_span, p.ty_end, format!("tensor `{}` is {} in `{written}`, but kiln expects F32", p.key, t.dtype)));
             }
             Some(t) if t.shape != p.shape => {
                 ok = false;
-                errors.push(syn::Error::new(
+                errors.push(error_range(
                     p.ty_span,
+                    p.ty_end,
                     format!("tensor `{}` has shape {:?} in `{written}`, but this declaration needs {:?}", p.key, t.shape, p.shape),
                 ));
             }
@@ -69,6 +88,18 @@ pub fn check(graph: &Graph, lit: &syn::LitStr, base_dir: &Path, errors: &mut Err
     // Canonical, so `include_bytes!` finds it whatever file the expansion lands in.
     let path = std::fs::canonicalize(&path).unwrap_or(path);
     Some(WeightsFile { path, header, offsets })
+}
+
+/// The layer a tensor belongs to: `fc` for `fc.weight`, `layer1.0.bn1` for
+/// `layer1.0.bn1.running_mean`.
+fn layer_of(key: &str) -> &str {
+    key.rsplit_once('.').map_or(key, |(layer, _)| layer)
+}
+
+/// The closest name by edit distance, if it is close enough to be a likely typo.
+fn closest<'a>(name: &str, known: &BTreeSet<&'a str>) -> Option<&'a str> {
+    let known: Vec<&str> = known.iter().copied().collect();
+    crate::lower::closest(name, &known)
 }
 
 /// The OS error without its platform code, so messages are the same everywhere.

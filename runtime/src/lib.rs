@@ -22,6 +22,13 @@ pub use arena::Arena;
 pub use error::Error;
 pub use tensor::{AsInput, Tensor};
 
+/// The instruction set whose kernels models use on this machine: the strongest one the CPU
+/// supports (`"avx512"`, `"avx2"`, `"neon"` or `"portable"`), or lower if the `KILN_ISA`
+/// environment variable asks for it. Decided once per process.
+pub fn isa() -> &'static str {
+    kiln_kernels::best().isa.name()
+}
+
 /// Items only generated code uses (through `::kiln::__private`). Not a public API: anything here
 /// may change in any release.
 #[doc(hidden)]

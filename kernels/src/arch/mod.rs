@@ -1,8 +1,13 @@
-//! Kernel implementations, one folder per instruction set (the layout of memchr's `arch/`).
-//!
-//! Only `portable` exists today: plain safe Rust written so that LLVM can autovectorise the
-//! inner loops. Later ISA folders (`x86_64/avx2`, `aarch64/neon`, ...) will provide the same
-//! function names with the same signatures behind `#[cfg(target_arch)]` on their `mod` lines,
-//! and their tests will compare them against `portable` on random shapes.
+//! Kernels by instruction set, memchr-style: `cfg` appears only on these `mod` lines, and every
+//! ISA folder uses the same function names as `portable`.
 
 pub mod portable;
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86_64;
+
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
+
+#[cfg(target_arch = "arm")]
+pub mod arm;

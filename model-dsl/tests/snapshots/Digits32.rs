@@ -3,6 +3,7 @@
 pub struct Digits32 {
     params: ::kiln::__private::AlignedBuf,
     arena: ::kiln::__private::AlignedBuf,
+    kernels: &'static ::kiln::__private::kernels::Kernels,
 }
 const _: () = {
     static __WEIGHTS: ::kiln::__private::Aligned<[u8; 69464usize]> = ::kiln::__private::Aligned(
@@ -98,6 +99,7 @@ const _: () = {
             Self {
                 params,
                 arena: ::kiln::__private::AlignedBuf::zeroed(163840usize / 4),
+                kernels: ::kiln::__private::kernels::best(),
             }
         }
         fn prepare(__params: &mut [f32]) {}
@@ -116,7 +118,12 @@ const _: () = {
                 2048usize,
             )?;
             ::core::result::Result::Ok(
-                Self::exec(self.params.as_slice(), self.arena.as_mut_slice(), __x0),
+                Self::exec(
+                    self.kernels,
+                    self.params.as_slice(),
+                    self.arena.as_mut_slice(),
+                    __x0,
+                ),
             )
         }
         /// Runs the network in a caller-provided arena of at least `ARENA_BYTES`
@@ -137,10 +144,13 @@ const _: () = {
                 2048usize,
             )?;
             let arena = ::kiln::__private::arena_f32(arena, 163840usize)?;
-            ::core::result::Result::Ok(Self::exec(self.params.as_slice(), arena, __x0))
+            ::core::result::Result::Ok(
+                Self::exec(self.kernels, self.params.as_slice(), arena, __x0),
+            )
         }
         #[allow(unused_variables, clippy::too_many_arguments)]
         fn exec<'a>(
+            __k: &::kiln::__private::kernels::Kernels,
             __params: &[f32],
             __arena: &'a mut [f32],
             __x0: &[f32],
@@ -151,7 +161,8 @@ const _: () = {
                     [],
                     [0usize..32768usize, 32768usize..33344usize],
                 );
-                ::kiln::__private::kernels::conv2d(
+                (__k
+                    .conv2d)(
                     &::kiln::__private::kernels::Conv2d {
                         batch: 32usize,
                         c_in: 1usize,
@@ -181,7 +192,8 @@ const _: () = {
                     [0usize..32768usize],
                     [32768usize..40960usize],
                 );
-                ::kiln::__private::kernels::max_pool2d(
+                (__k
+                    .max_pool2d)(
                     &::kiln::__private::kernels::Pool2d {
                         batch: 32usize,
                         channels: 16usize,
@@ -205,7 +217,8 @@ const _: () = {
                     [32768usize..40960usize],
                     [0usize..2048usize],
                 );
-                ::kiln::__private::kernels::dense(
+                (__k
+                    .dense)(
                     32usize,
                     256usize,
                     64usize,
@@ -222,7 +235,8 @@ const _: () = {
                     [0usize..2048usize],
                     [2048usize..2368usize],
                 );
-                ::kiln::__private::kernels::dense(
+                (__k
+                    .dense)(
                     32usize,
                     64usize,
                     10usize,
@@ -239,12 +253,7 @@ const _: () = {
                     [],
                     [2048usize..2368usize],
                 );
-                ::kiln::__private::kernels::softmax_inplace(
-                    32usize,
-                    10usize,
-                    1usize,
-                    out,
-                );
+                (__k.softmax_inplace)(32usize, 10usize, 1usize, out);
             }
             let __arena: &'a [f32] = __arena;
             ::kiln::__private::Tensor::new(
@@ -256,6 +265,7 @@ const _: () = {
     impl ::core::fmt::Debug for Digits32 {
         fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
             f.debug_struct("Digits32")
+                .field("isa", &self.kernels.isa)
                 .field("arena_bytes", &163840usize)
                 .field("params", &17264usize)
                 .finish()

@@ -1,0 +1,34 @@
+//! avx512 kernels. [`upgrade`] puts them into a table; the table code (`crate::table`) only
+//! calls it after detecting every CPU feature they use.
+//!
+//! Each file starts as a re-export of the portable kernels and is replaced family by family;
+//! the entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
+//! justified by that detection.
+
+mod conv;
+mod depthwise;
+mod eltwise;
+mod gemm;
+mod norm;
+mod pool;
+
+use crate::table::Kernels;
+
+/// Overwrites the entries of `k` this ISA implements.
+pub(crate) const fn upgrade(k: &mut Kernels) {
+    k.gemm = gemm::gemm;
+    k.dense = gemm::dense;
+    k.conv2d = conv::conv2d;
+    k.unary = eltwise::unary;
+    k.unary_inplace = eltwise::unary_inplace;
+    k.binary = eltwise::binary;
+    k.binary_inplace = eltwise::binary_inplace;
+    k.scale_shift = norm::scale_shift;
+    k.scale_shift_inplace = norm::scale_shift_inplace;
+    k.softmax = norm::softmax;
+    k.softmax_inplace = norm::softmax_inplace;
+    k.max_pool2d = pool::max_pool2d;
+    k.avg_pool2d = pool::avg_pool2d;
+    k.global_avg_pool = pool::global_avg_pool;
+    let _ = depthwise::depthwise_conv2d;
+}

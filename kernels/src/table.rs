@@ -1,0 +1,241 @@
+//! Choosing kernels: one table of function pointers per instruction set, filled weakest to
+//! strongest, and picked once.
+//!
+//! The table starts as the portable reference set; each ISA the CPU has (in order: AVX2+FMA,
+//! then AVX-512F on x86_64; NEON on aarch64) overwrites the entries it implements. A kernel is
+//! only ever reachable through a table whose every required CPU feature was detected, so the
+//! `unsafe` calls into `#[target_feature]` functions inside each ISA's safe wrappers are sound
+//! (the wrappers are `pub(crate)`, and the tables are only handed out by [`for_isa`] and
+//! [`best`], which check). Generated code asks for the table once, when a model is built;
+//! inner loops never detect.
+//!
+//! With the `std` feature, detection is at run time (`is_x86_feature_detected!`,
+//! `is_aarch64_feature_detected!`) and the environment variable `KILN_ISA`
+//! (`portable`, `avx2`, `avx512`, `neon`) caps the choice, so tests can prove each path runs.
+//! Without `std`, the choice is what the build enables with `-C target-feature`.
+
+use crate::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};
+
+/// An instruction set kiln has kernels for, weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// Plain Rust, every target.
+    Portable,
+    /// aarch64 Advanced SIMD.
+    Neon,
+    /// x86_64 AVX2 with FMA.
+    Avx2,
+    /// x86_64 AVX-512F (on top of AVX2 and FMA).
+    Avx512,
+}
+
+impl Isa {
+    /// Every ISA, weakest first.
+    pub const ALL: [Isa; 4] = [Isa::Portable, Isa::Neon, Isa::Avx2, Isa::Avx512];
+
+    /// The name `KILN_ISA` and reports use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Neon => "neon",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|isa| isa.name() == name)
+    }
+
+    /// Whether this CPU (or, without `std`, this build) can run the ISA's kernels: every
+    /// feature any of its instructions needs is checked here.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            Isa::Neon => neon_available(),
+            Isa::Avx2 => avx2_available(),
+            Isa::Avx512 => avx2_available() && avx512_available(),
+        }
+    }
+}
+
+impl core::fmt::Display for Isa {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kernels generated code calls, for one ISA. Same signatures as the portable functions
+/// of the same names (see their docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    pub isa: Isa,
+    pub gemm: fn(usize, usize, usize, &[f32], &[f32], &mut [f32]),
+    pub conv2d: fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
+    #[allow(clippy::type_complexity)]
+    pub dense: fn(usize, usize, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]),
+    pub unary: fn(Activation, &[f32], &mut [f32]),
+    pub unary_inplace: fn(Activation, &mut [f32]),
+    pub binary: fn(BinaryOp, &Broadcast, &[f32], &[f32], &mut [f32]),
+    pub binary_inplace: fn(BinaryOp, &Broadcast, &mut [f32], &[f32], bool),
+    #[allow(clippy::type_complexity)]
+    pub scale_shift: fn(usize, usize, usize, &[f32], &[f32], &[f32], Activation, &mut [f32]),
+    pub scale_shift_inplace: fn(usize, usize, usize, &mut [f32], &[f32], &[f32], Activation),
+    pub max_pool2d: fn(&Pool2d, &[f32], &mut [f32]),
+    pub avg_pool2d: fn(&Pool2d, &[f32], &mut [f32]),
+    pub global_avg_pool: fn(usize, usize, usize, &[f32], &mut [f32]),
+    pub softmax: fn(usize, usize, usize, &[f32], &mut [f32]),
+    pub softmax_inplace: fn(usize, usize, usize, &mut [f32]),
+    pub copy_into_channels: fn(usize, usize, usize, &[f32], usize, usize, &mut [f32]),
+    pub pad2d: fn(usize, usize, usize, usize, [usize; 4], f32, &[f32], &mut [f32]),
+}
+
+/// The portable reference kernels.
+pub const PORTABLE: Kernels = {
+    use crate::arch::portable as p;
+    Kernels {
+        isa: Isa::Portable,
+        gemm: p::gemm,
+        conv2d: p::conv2d,
+        dense: p::dense,
+        unary: p::unary,
+        unary_inplace: p::unary_inplace,
+        binary: p::binary,
+        binary_inplace: p::binary_inplace,
+        scale_shift: p::scale_shift,
+        scale_shift_inplace: p::scale_shift_inplace,
+        max_pool2d: p::max_pool2d,
+        avg_pool2d: p::avg_pool2d,
+        global_avg_pool: p::global_avg_pool,
+        softmax: p::softmax,
+        softmax_inplace: p::softmax_inplace,
+        copy_into_channels: p::copy_into_channels,
+        pad2d: p::pad2d,
+    }
+};
+
+/// The table for `isa`, or `None` if this CPU lacks it.
+pub fn for_isa(isa: Isa) -> Option<Kernels> {
+    isa.is_available().then(|| build(isa))
+}
+
+/// The table for `isa`, built weakest to strongest: the portable set, overwritten by each ISA
+/// up to `isa` with the entries it implements. Only call it for an available ISA.
+const fn build(isa: Isa) -> Kernels {
+    #[allow(unused_mut)]
+    let mut k = PORTABLE;
+    match isa {
+        Isa::Portable => {}
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => crate::arch::aarch64::neon::upgrade(&mut k),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => crate::arch::x86_64::avx2::upgrade(&mut k),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            crate::arch::x86_64::avx2::upgrade(&mut k);
+            crate::arch::x86_64::avx512::upgrade(&mut k);
+        }
+        // Another architecture's ISA is never available here.
+        #[allow(unreachable_patterns)]
+        _ => return PORTABLE,
+    }
+    k.isa = isa;
+    k
+}
+
+/// The strongest ISA this CPU has.
+pub fn detect() -> Isa {
+    let mut best = Isa::Portable;
+    for isa in Isa::ALL {
+        if isa.is_available() {
+            best = isa;
+        }
+    }
+    best
+}
+
+/// The kernels to use: the strongest ISA available, capped by `KILN_ISA` if it is set.
+/// Decided on the first call and cached.
+#[cfg(feature = "std")]
+pub fn best() -> &'static Kernels {
+    static CHOSEN: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let cap = std::env::var("KILN_ISA")
+            .ok()
+            .and_then(|name| Isa::from_name(name.trim()));
+        let mut isa = Isa::Portable;
+        for candidate in Isa::ALL {
+            if candidate.is_available() && cap.is_none_or(|cap| candidate <= cap) {
+                isa = candidate;
+            }
+        }
+        build(isa)
+    })
+}
+
+/// The kernels to use: the strongest ISA this build enables (`-C target-feature`), a
+/// compile-time constant without `std`.
+#[cfg(not(feature = "std"))]
+pub fn best() -> &'static Kernels {
+    const ISA: Isa = if cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "avx512f"
+    )) {
+        Isa::Avx512
+    } else if cfg!(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")) {
+        Isa::Avx2
+    } else if cfg!(all(target_arch = "aarch64", target_feature = "neon")) {
+        Isa::Neon
+    } else {
+        Isa::Portable
+    };
+    static CHOSEN: Kernels = build(ISA);
+    &CHOSEN
+}
+
+fn avx2_available() -> bool {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(all(target_arch = "x86_64", not(feature = "std")))]
+    {
+        cfg!(all(target_feature = "avx2", target_feature = "fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn avx512_available() -> bool {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(all(target_arch = "x86_64", not(feature = "std")))]
+    {
+        cfg!(target_feature = "avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn neon_available() -> bool {
+    #[cfg(all(target_arch = "aarch64", feature = "std"))]
+    {
+        std::arch::is_aarch64_feature_detected!("neon")
+    }
+    #[cfg(all(target_arch = "aarch64", not(feature = "std")))]
+    {
+        cfg!(target_feature = "neon")
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        false
+    }
+}
