@@ -11,25 +11,50 @@ use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 /// `kiln_kernels::Conv2d::scratch_len`; the generated code asserts at compile time that the
 /// planned scratch is at least what the kernel asks for, so the two cannot drift apart unseen.
 pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
-    let OpKind::Conv2d { kernel, stride, pad, groups, .. } = &op.kind else {
+    let OpKind::Conv2d {
+        kernel,
+        stride,
+        pad,
+        groups,
+        ..
+    } = &op.kind
+    else {
         return 0;
     };
     let x = g.shape(op.args[0]);
     let y = g.shape(op.result);
     // Lowering rejects a convolution whose scratch size overflows, so this never saturates.
-    conv_scratch(*kernel, *stride, *pad, x.channels() / groups, y.channels() / groups, y.spatial()).unwrap_or(usize::MAX)
+    conv_scratch(
+        *kernel,
+        *stride,
+        *pad,
+        x.channels() / groups,
+        y.channels() / groups,
+        y.spatial(),
+    )
+    .unwrap_or(usize::MAX)
 }
 
 /// The formula of [`conv_scratch_len`] on the convolution's geometry (`c_in` and `c_out` per
 /// group), or `None` if the count overflows `usize`. It multiplies in the kernel's order, so when
 /// this fits, the kernel's own `const` evaluation of the formula fits too.
-pub fn conv_scratch(kernel: [usize; 2], stride: [usize; 2], pad: [usize; 4], c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> Option<usize> {
+pub fn conv_scratch(
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    pad: [usize; 4],
+    c_in: usize,
+    c_out: usize,
+    [oh, ow]: [usize; 2],
+) -> Option<usize> {
     let pointwise = kernel == [1, 1] && stride == [1, 1] && pad == [0; 4];
     let depthwise = c_in == 1 && c_out == 1;
     if pointwise || depthwise {
         Some(0)
     } else {
-        c_in.checked_mul(kernel[0])?.checked_mul(kernel[1])?.checked_mul(oh)?.checked_mul(ow)
+        c_in.checked_mul(kernel[0])?
+            .checked_mul(kernel[1])?
+            .checked_mul(oh)?
+            .checked_mul(ow)
     }
 }
 
@@ -66,9 +91,13 @@ pub fn problem(g: &Graph) -> Problem {
                     let kind = if is_external(g, ValueId(i as u32)) {
                         ValueKind::External
                     } else if o.kind == OpKind::Reshape {
-                        ValueKind::Alias { of: o.args[0].index() }
+                        ValueKind::Alias {
+                            of: o.args[0].index(),
+                        }
                     } else {
-                        ValueKind::Arena { reuse: reuse_candidates(g, o) }
+                        ValueKind::Arena {
+                            reuse: reuse_candidates(g, o),
+                        }
                     };
                     (op.index(), kind)
                 }
@@ -104,7 +133,10 @@ pub fn problem(g: &Graph) -> Problem {
         .enumerate()
         .filter_map(|(i, op)| {
             let len = conv_scratch_len(g, op);
-            (len > 0).then_some(ScratchReq { step: i, bytes: len.saturating_mul(4) })
+            (len > 0).then_some(ScratchReq {
+                step: i,
+                bytes: len.saturating_mul(4),
+            })
         })
         .collect();
     Problem {
@@ -128,7 +160,10 @@ fn reuse_candidates(g: &Graph, op: &crate::ir::Op) -> Vec<usize> {
     let mut seen = Vec::new();
     for a in &op.args {
         // `add(x, x)` can't be in place: the kernel would need the same bytes as `&mut` and `&`.
-        if g.shape(*a) == out && !seen.contains(&a.index()) && op.args.iter().filter(|b| *b == a).count() == 1 {
+        if g.shape(*a) == out
+            && !seen.contains(&a.index())
+            && op.args.iter().filter(|b| *b == a).count() == 1
+        {
             seen.push(a.index());
         }
     }
@@ -167,13 +202,26 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
         len += n.div_ceil(16) * 16;
         slot
     };
-    let params = g.params.iter().map(|p| alloc(p.shape.iter().product())).collect();
+    let params = g
+        .params
+        .iter()
+        .map(|p| alloc(p.shape.iter().product()))
+        .collect();
     let mut bias = Vec::new();
     let mut scale_shift = Vec::new();
     for op in &g.ops {
         let c = g.shape(op.result).channels();
         bias.push(match &op.kind {
-            OpKind::Conv2d { bias: None, bn: Some(_), .. } | OpKind::Dense { bias: None, bn: Some(_), .. } => Some(alloc(c)),
+            OpKind::Conv2d {
+                bias: None,
+                bn: Some(_),
+                ..
+            }
+            | OpKind::Dense {
+                bias: None,
+                bn: Some(_),
+                ..
+            } => Some(alloc(c)),
             _ => None,
         });
         scale_shift.push(match &op.kind {
@@ -181,7 +229,12 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
             _ => None,
         });
     }
-    ParamLayout { params, bias, scale_shift, len }
+    ParamLayout {
+        params,
+        bias,
+        scale_shift,
+        len,
+    }
 }
 
 impl ParamLayout {

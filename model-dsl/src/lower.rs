@@ -10,8 +10,12 @@ use std::collections::HashMap;
 use proc_macro2::Span;
 use syn::Ident;
 
-use crate::ir::{Act, BinOp, BnParams, Graph, OpKind, Param, ParamId, PoolKind, Producer, Shape, ValueId};
-use crate::syntax::{Arg, Body, Dtype, Expr, NetworkDef, Num, ParamName, ParamType, Stmt, TypeExpr, TypeKind, Value};
+use crate::ir::{
+    Act, BinOp, BnParams, Graph, OpKind, Param, ParamId, PoolKind, Producer, Shape, ValueId,
+};
+use crate::syntax::{
+    Arg, Body, Dtype, Expr, NetworkDef, Num, ParamName, ParamType, Stmt, TypeExpr, TypeKind, Value,
+};
 use crate::Errors;
 
 /// The most bytes a network's tensors may take all together: inputs, every op's result and
@@ -24,9 +28,27 @@ pub const MAX_BYTES: usize = isize::MAX as usize / 4;
 
 /// The operations the DSL knows, for "unknown operation" messages.
 pub const OPS: &[&str] = &[
-    "conv2d", "dense", "batch_norm", "relu", "relu6", "clip", "leaky_relu", "sigmoid", "tanh", "add",
-    "sub", "mul", "div", "max_pool", "avg_pool", "global_avg_pool", "concat", "flatten", "reshape",
-    "softmax", "pad",
+    "conv2d",
+    "dense",
+    "batch_norm",
+    "relu",
+    "relu6",
+    "clip",
+    "leaky_relu",
+    "sigmoid",
+    "tanh",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "max_pool",
+    "avg_pool",
+    "global_avg_pool",
+    "concat",
+    "flatten",
+    "reshape",
+    "softmax",
+    "pad",
 ];
 
 #[derive(Debug)]
@@ -50,10 +72,19 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
             cx.scope.insert(input.name.to_string(), None);
             continue;
         };
-        if cx.claim(input.ty.span, format_args!("input `{}` {shape}", input.name), &shape.dims).is_none() {
+        if cx
+            .claim(
+                input.ty.span,
+                format_args!("input `{}` {shape}", input.name),
+                &shape.dims,
+            )
+            .is_none()
+        {
             continue;
         }
-        let v = cx.graph.add_value(Producer::Input(i), shape, input.name.span());
+        let v = cx
+            .graph
+            .add_value(Producer::Input(i), shape, input.name.span());
         cx.graph.values[v.index()].name = Some(input.name.to_string());
         cx.graph.inputs.push(crate::ir::Input {
             name: input.name.to_string(),
@@ -61,7 +92,10 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
             span: input.name.span(),
         });
         if cx.scope.insert(input.name.to_string(), Some(v)).is_some() {
-            cx.error(input.name.span(), format!("input `{}` is declared twice", input.name));
+            cx.error(
+                input.name.span(),
+                format!("input `{}` is declared twice", input.name),
+            );
         }
     }
     let weights_file = cx.body(&def.body, def);
@@ -88,7 +122,10 @@ impl Lower<'_> {
 
     /// Counts a new tensor of shape `dims` against [`MAX_BYTES`]; `what` names it in the error.
     fn claim(&mut self, span: Span, what: impl std::fmt::Display, dims: &[usize]) -> Option<()> {
-        match reserved_bytes(dims).and_then(|b| b.checked_add(self.bytes)).filter(|&t| t <= MAX_BYTES) {
+        match reserved_bytes(dims)
+            .and_then(|b| b.checked_add(self.bytes))
+            .filter(|&t| t <= MAX_BYTES)
+        {
             Some(total) => {
                 self.bytes = total;
                 Some(())
@@ -101,8 +138,19 @@ impl Lower<'_> {
     }
 
     /// Adds an op whose result has `shape`, once the shape's bytes fit in [`MAX_BYTES`].
-    fn add_op(&mut self, name: &str, kind: OpKind, args: Vec<ValueId>, shape: Shape, span: Span) -> Option<ValueId> {
-        self.claim(span, format_args!("{name}: the output {shape}"), &shape.dims)?;
+    fn add_op(
+        &mut self,
+        name: &str,
+        kind: OpKind,
+        args: Vec<ValueId>,
+        shape: Shape,
+        span: Span,
+    ) -> Option<ValueId> {
+        self.claim(
+            span,
+            format_args!("{name}: the output {shape}"),
+            &shape.dims,
+        )?;
         Some(self.graph.add_op(kind, args, shape, span))
     }
 
@@ -112,7 +160,10 @@ impl Lower<'_> {
             match stmt {
                 Stmt::Weights(lit) => {
                     if weights_file.is_some() {
-                        self.error(lit.span(), "only one `weights \"file\";` declaration is allowed");
+                        self.error(
+                            lit.span(),
+                            "only one `weights \"file\";` declaration is allowed",
+                        );
                     }
                     weights_file = Some(lit.clone());
                 }
@@ -152,20 +203,26 @@ impl Lower<'_> {
             };
             let actual = self.graph.shape(v).clone();
             if actual != declared {
-                self.errors.push(ty.error(format!("output type is {declared} but the network computes {actual}")));
+                self.errors.push(ty.error(format!(
+                    "output type is {declared} but the network computes {actual}"
+                )));
                 continue;
             }
             // An output must live in the arena, which the caller borrows it from; an output that
             // is an input's own bytes (or a view of them) gets copied there.
             let v = if self.is_external_root(v) {
-                let Some(copy) = self.add_op("copy", OpKind::Copy, vec![v], actual, expr.span()) else {
+                let Some(copy) = self.add_op("copy", OpKind::Copy, vec![v], actual, expr.span())
+                else {
                     continue;
                 };
                 copy
             } else {
                 v
             };
-            self.graph.outputs.push(crate::ir::Output { value: v, ty_span: ty.span });
+            self.graph.outputs.push(crate::ir::Output {
+                value: v,
+                ty_span: ty.span,
+            });
         }
         weights_file
     }
@@ -199,12 +256,18 @@ impl Lower<'_> {
                 Shape::fm(n, ty.channels.value, sp[0].value, sp[1].value)
             }
             (TypeKind::Fm, _) => {
-                self.error(ty.span, "a feature map needs two spatial sizes, like `fm<3xf32[224,224]>`");
+                self.error(
+                    ty.span,
+                    "a feature map needs two spatial sizes, like `fm<3xf32[224,224]>`",
+                );
                 return None;
             }
             (TypeKind::Vec, None) => Shape::vec(n, ty.channels.value),
             (TypeKind::Vec, Some(_)) => {
-                self.error(ty.span, "a vector has no spatial sizes: write `vec<10xf32>` or use `fm<...>`");
+                self.error(
+                    ty.span,
+                    "a vector has no spatial sizes: write `vec<10xf32>` or use `fm<...>`",
+                );
                 return None;
             }
         };
@@ -213,7 +276,10 @@ impl Lower<'_> {
             return None;
         }
         if reserved_bytes(&shape.dims).is_none_or(|b| b > MAX_BYTES) {
-            self.error(ty.span, format!("{shape} is too large: a tensor may take at most {MAX_BYTES} bytes"));
+            self.error(
+                ty.span,
+                format!("{shape} is too large: a tensor may take at most {MAX_BYTES} bytes"),
+            );
             return None;
         }
         Some(shape)
@@ -223,11 +289,20 @@ impl Lower<'_> {
         match dtype.name.as_str() {
             "f32" => Some(()),
             "f16" | "bf16" | "f64" | "i8" | "u8" | "i16" | "i32" | "i64" => {
-                self.error(dtype.span, format!("dtype `{}` is not supported yet: kiln computes in f32", dtype.name));
+                self.error(
+                    dtype.span,
+                    format!(
+                        "dtype `{}` is not supported yet: kiln computes in f32",
+                        dtype.name
+                    ),
+                );
                 None
             }
             other => {
-                self.error(dtype.span, format!("unknown dtype `{other}`: expected `f32`"));
+                self.error(
+                    dtype.span,
+                    format!("unknown dtype `{other}`: expected `f32`"),
+                );
                 None
             }
         }
@@ -247,7 +322,10 @@ impl Lower<'_> {
                 }
             },
             Expr::Tuple(_, span) => {
-                self.error(*span, "a tuple is only allowed as the network's final result");
+                self.error(
+                    *span,
+                    "a tuple is only allowed as the network's final result",
+                );
                 None
             }
             Expr::Call { op, args } => self.call(op, args),
@@ -264,7 +342,12 @@ impl Lower<'_> {
             self.error(span, format!("unknown operation `{name}`{hint}"));
             // Still lower the arguments so their own mistakes are reported.
             for arg in args {
-                if let Arg::Positional(Value::Expr(e)) | Arg::Named { value: Value::Expr(e), .. } = arg {
+                if let Arg::Positional(Value::Expr(e))
+                | Arg::Named {
+                    value: Value::Expr(e),
+                    ..
+                } = arg
+                {
                     self.expr(e);
                 }
             }
@@ -288,17 +371,43 @@ impl Lower<'_> {
                 let (pname, pty) = a.param(self, "statistics, like `bn1: norm<16xf32>`")?;
                 let eps = a.float(self, "eps", 1e-5);
                 let shape = self.graph.shape(x).clone();
-                let ParamType::Norm { channels, dtype, .. } = pty else {
-                    self.error(pty.span(), "batch_norm takes statistics typed `norm<Cxf32>`");
+                let ParamType::Norm {
+                    channels, dtype, ..
+                } = pty
+                else {
+                    self.error(
+                        pty.span(),
+                        "batch_norm takes statistics typed `norm<Cxf32>`",
+                    );
                     return None;
                 };
                 self.check_dtype(dtype)?;
                 if channels.value != shape.channels() {
-                    self.error(channels.span, format!("batch_norm: input {shape} has {} but `{}` has {}", plural(shape.channels(), "channel"), pname.key, channels.value));
+                    self.error(
+                        channels.span,
+                        format!(
+                            "batch_norm: input {shape} has {} but `{}` has {}",
+                            plural(shape.channels(), "channel"),
+                            pname.key,
+                            channels.value
+                        ),
+                    );
                     return None;
                 }
                 let stats = self.norm_params(pname, pty, channels.value)?;
-                self.add_op(name, OpKind::BatchNorm { bn: BnParams { stats, eps: eps? as f32 }, act: Act::None }, vec![x], shape, span)
+                self.add_op(
+                    name,
+                    OpKind::BatchNorm {
+                        bn: BnParams {
+                            stats,
+                            eps: eps? as f32,
+                        },
+                        act: Act::None,
+                    },
+                    vec![x],
+                    shape,
+                    span,
+                )
             }
             "relu" | "relu6" | "sigmoid" | "tanh" | "clip" | "leaky_relu" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -307,13 +416,18 @@ impl Lower<'_> {
                     "relu6" => Act::Clip { min: 0.0, max: 6.0 },
                     "sigmoid" => Act::Sigmoid,
                     "tanh" => Act::Tanh,
-                    "leaky_relu" => Act::LeakyRelu { alpha: a.float(self, "alpha", 0.01)? as f32 },
+                    "leaky_relu" => Act::LeakyRelu {
+                        alpha: a.float(self, "alpha", 0.01)? as f32,
+                    },
                     _ => {
                         let min_span = a.named_span("min").unwrap_or(span);
                         let min = a.float(self, "min", f64::NEG_INFINITY)? as f32;
                         let max = a.float(self, "max", f64::INFINITY)? as f32;
                         if min > max {
-                            self.error(min_span, format!("clip: min ({min}) is greater than max ({max})"));
+                            self.error(
+                                min_span,
+                                format!("clip: min ({min}) is greater than max ({max})"),
+                            );
                             return None;
                         }
                         Act::Clip { min, max }
@@ -332,7 +446,12 @@ impl Lower<'_> {
                 };
                 let (sx, sy) = (self.graph.shape(x).clone(), self.graph.shape(y).clone());
                 let Some(shape) = broadcast(&sx, &sy) else {
-                    self.error(span, format!("{name}: cannot broadcast {sx} with {sy}: each size must match or be 1"));
+                    self.error(
+                        span,
+                        format!(
+                            "{name}: cannot broadcast {sx} with {sy}: each size must match or be 1"
+                        ),
+                    );
                     return None;
                 };
                 self.add_op(name, OpKind::Binary(op), vec![x, y], shape, span)
@@ -342,12 +461,33 @@ impl Lower<'_> {
                 let shape = self.fm_input(x, name, span)?;
                 let kernel = a.positional_pair(self, "a window size like `2x2`")?;
                 let stride = a.pair(self, "stride")?.unwrap_or(kernel);
-                let kind = if name == "max_pool" { PoolKind::Max } else { PoolKind::Avg };
-                let count_include_pad = if kind == PoolKind::Avg { a.bool(self, "count_include_pad", false)? } else { false };
+                let kind = if name == "max_pool" {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Avg
+                };
+                let count_include_pad = if kind == PoolKind::Avg {
+                    a.bool(self, "count_include_pad", false)?
+                } else {
+                    false
+                };
                 let pad = a.padding(self)?;
-                let (pad, [oh, ow]) = self.window(name, span, &shape, kernel, stride, [1, 1], pad)?;
+                let (pad, [oh, ow]) =
+                    self.window(name, span, &shape, kernel, stride, [1, 1], pad)?;
                 let out = Shape::fm(shape.batch(), shape.channels(), oh, ow);
-                self.add_op(name, OpKind::Pool { kind, kernel, stride, pad, count_include_pad }, vec![x], out, span)
+                self.add_op(
+                    name,
+                    OpKind::Pool {
+                        kind,
+                        kernel,
+                        stride,
+                        pad,
+                        count_include_pad,
+                    },
+                    vec![x],
+                    out,
+                    span,
+                )
             }
             "global_avg_pool" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -365,7 +505,10 @@ impl Lower<'_> {
                 let mut channels = Some(0usize);
                 for (i, &x) in xs.iter().enumerate() {
                     let s = self.graph.shape(x).clone();
-                    if s.kind != first.kind || s.batch() != first.batch() || s.spatial() != first.spatial() {
+                    if s.kind != first.kind
+                        || s.batch() != first.batch()
+                        || s.spatial() != first.spatial()
+                    {
                         self.error(a.positional_span(i).unwrap_or(span), format!("concat: input {} is {s} but input 1 is {first}; only the channel count may differ", i + 1));
                         return None;
                     }
@@ -389,13 +532,20 @@ impl Lower<'_> {
             "reshape" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let Some(ty) = a.positional_type(self) else {
-                    self.error(span, "reshape: expected the target type, like `reshape(h, fm<16xf32[4,4]>)`");
+                    self.error(
+                        span,
+                        "reshape: expected the target type, like `reshape(h, fm<16xf32[4,4]>)`",
+                    );
                     return None;
                 };
                 let s = self.graph.shape(x).clone();
                 let out = self.type_shape(&ty, Some(s.batch()))?;
                 if out.elements() != s.elements() {
-                    self.errors.push(ty.error(format!("reshape: {s} has {} elements but {out} has {}", s.elements(), out.elements())));
+                    self.errors.push(ty.error(format!(
+                        "reshape: {s} has {} elements but {out} has {}",
+                        s.elements(),
+                        out.elements()
+                    )));
                     return None;
                 }
                 Some(self.graph.add_op(OpKind::Reshape, vec![x], out, span))
@@ -418,8 +568,12 @@ impl Lower<'_> {
                 let value = a.float(self, "value", 0.0)? as f32;
                 let [h, w] = s.spatial();
                 let grow = |size: usize, a: usize, b: usize| size.checked_add(a)?.checked_add(b);
-                let (Some(oh), Some(ow)) = (grow(h, pad[0], pad[2]), grow(w, pad[1], pad[3])) else {
-                    self.error(span, format!("pad: the output is too large: padding {s} by {pad:?} overflows"));
+                let (Some(oh), Some(ow)) = (grow(h, pad[0], pad[2]), grow(w, pad[1], pad[3]))
+                else {
+                    self.error(
+                        span,
+                        format!("pad: the output is too large: padding {s} by {pad:?} overflows"),
+                    );
                     return None;
                 };
                 let out = Shape::fm(s.batch(), s.channels(), oh, ow);
@@ -439,8 +593,17 @@ impl Lower<'_> {
         let has_bias = a.bool(self, "bias", true)?;
         let pad = a.padding(self)?;
         let shape = self.fm_input(x, "conv2d", span)?;
-        let ParamType::Weights { c_in, kernel: Some((kernel, dtype)), c_out, .. } = pty else {
-            self.error(pty.span(), "conv2d weights need a kernel size: `weights<Cin -> KhxKwxf32 -> Cout>`");
+        let ParamType::Weights {
+            c_in,
+            kernel: Some((kernel, dtype)),
+            c_out,
+            ..
+        } = pty
+        else {
+            self.error(
+                pty.span(),
+                "conv2d weights need a kernel size: `weights<Cin -> KhxKwxf32 -> Cout>`",
+            );
             return None;
         };
         self.check_dtype(dtype)?;
@@ -457,26 +620,65 @@ impl Lower<'_> {
             return None;
         }
         if c_in.value != shape.channels() {
-            self.error(c_in.span, format!("conv2d: input {shape} has {} but weights `{}` expect {}", plural(shape.channels(), "channel"), pname.key, c_in.value));
+            self.error(
+                c_in.span,
+                format!(
+                    "conv2d: input {shape} has {} but weights `{}` expect {}",
+                    plural(shape.channels(), "channel"),
+                    pname.key,
+                    c_in.value
+                ),
+            );
             return None;
         }
         if groups == 0 || c_in.value % groups != 0 || c_out.value % groups != 0 {
             self.error(groups_span, format!("conv2d: groups = {groups} must divide both the input channels ({}) and the output channels ({})", c_in.value, c_out.value));
             return None;
         }
-        let (pad, [oh, ow]) = self.window("conv2d", span, &shape, [kh, kw], stride, dilation, pad)?;
-        let weight = self.param(pname, pty, "weight", vec![c_out.value, c_in.value / groups, kh, kw])?;
-        let bias = if has_bias { Some(self.param(pname, pty, "bias", vec![c_out.value])?) } else { None };
+        let (pad, [oh, ow]) =
+            self.window("conv2d", span, &shape, [kh, kw], stride, dilation, pad)?;
+        let weight = self.param(
+            pname,
+            pty,
+            "weight",
+            vec![c_out.value, c_in.value / groups, kh, kw],
+        )?;
+        let bias = if has_bias {
+            Some(self.param(pname, pty, "bias", vec![c_out.value])?)
+        } else {
+            None
+        };
         // The im2col buffer the kernel will need is planned into the arena too.
-        let Some(scratch) = crate::layout::conv_scratch([kh, kw], stride, pad, c_in.value / groups, c_out.value / groups, [oh, ow]) else {
+        let Some(scratch) = crate::layout::conv_scratch(
+            [kh, kw],
+            stride,
+            pad,
+            c_in.value / groups,
+            c_out.value / groups,
+            [oh, ow],
+        ) else {
             self.error(span, format!("conv2d: the scratch buffer is too large: a network's tensors may take at most {MAX_BYTES} bytes in all"));
             return None;
         };
         if scratch > 0 {
-            self.claim(span, format_args!("conv2d: the scratch buffer of {scratch} floats"), &[scratch])?;
+            self.claim(
+                span,
+                format_args!("conv2d: the scratch buffer of {scratch} floats"),
+                &[scratch],
+            )?;
         }
         let out = Shape::fm(shape.batch(), c_out.value, oh, ow);
-        let kind = OpKind::Conv2d { weight, bias, kernel: [kh, kw], stride, dilation, pad, groups, bn: None, act: Act::None };
+        let kind = OpKind::Conv2d {
+            weight,
+            bias,
+            kernel: [kh, kw],
+            stride,
+            dilation,
+            pad,
+            groups,
+            bn: None,
+            act: Act::None,
+        };
         self.add_op("conv2d", kind, vec![x], out, span)
     }
 
@@ -485,20 +687,40 @@ impl Lower<'_> {
         let (pname, pty) = a.param(self, "weights, like `fc: weights<256 -> 10>`")?;
         let has_bias = a.bool(self, "bias", true)?;
         let shape = self.graph.shape(x).clone();
-        let ParamType::Weights { c_in, kernel, c_out, .. } = pty else {
+        let ParamType::Weights {
+            c_in,
+            kernel,
+            c_out,
+            ..
+        } = pty
+        else {
             self.error(pty.span(), "dense takes weights typed `weights<In -> Out>`");
             return None;
         };
         if let Some((_, dtype)) = kernel {
-            self.error(dtype.span, "dense weights have no kernel size: write `weights<In -> Out>`");
+            self.error(
+                dtype.span,
+                "dense weights have no kernel size: write `weights<In -> Out>`",
+            );
             return None;
         }
         if shape.kind != TypeKind::Vec {
-            self.error(span, format!("dense: input is {shape}, expected a vector; use `flatten(...)` first"));
+            self.error(
+                span,
+                format!("dense: input is {shape}, expected a vector; use `flatten(...)` first"),
+            );
             return None;
         }
         if c_in.value != shape.channels() {
-            self.error(c_in.span, format!("dense: input {shape} has {} but weights `{}` expect {}", plural(shape.channels(), "feature"), pname.key, c_in.value));
+            self.error(
+                c_in.span,
+                format!(
+                    "dense: input {shape} has {} but weights `{}` expect {}",
+                    plural(shape.channels(), "feature"),
+                    pname.key,
+                    c_in.value
+                ),
+            );
             return None;
         }
         if c_out.value == 0 {
@@ -506,12 +728,32 @@ impl Lower<'_> {
             return None;
         }
         let weight = self.param(pname, pty, "weight", vec![c_out.value, c_in.value])?;
-        let bias = if has_bias { Some(self.param(pname, pty, "bias", vec![c_out.value])?) } else { None };
+        let bias = if has_bias {
+            Some(self.param(pname, pty, "bias", vec![c_out.value])?)
+        } else {
+            None
+        };
         let out = Shape::vec(shape.batch(), c_out.value);
-        self.add_op("dense", OpKind::Dense { weight, bias, bn: None, act: Act::None }, vec![x], out, span)
+        self.add_op(
+            "dense",
+            OpKind::Dense {
+                weight,
+                bias,
+                bn: None,
+                act: Act::None,
+            },
+            vec![x],
+            out,
+            span,
+        )
     }
 
-    fn norm_params(&mut self, pname: &ParamName, pty: &ParamType, c: usize) -> Option<[ParamId; 4]> {
+    fn norm_params(
+        &mut self,
+        pname: &ParamName,
+        pty: &ParamType,
+        c: usize,
+    ) -> Option<[ParamId; 4]> {
         let mut ids = Vec::new();
         for part in ["weight", "bias", "running_mean", "running_var"] {
             ids.push(self.param(pname, pty, part, vec![c])?);
@@ -520,22 +762,47 @@ impl Lower<'_> {
     }
 
     /// Declares the tensor `<name>.<part>`; a name used twice is an error.
-    fn param(&mut self, name: &ParamName, ty: &ParamType, part: &str, shape: Vec<usize>) -> Option<ParamId> {
+    fn param(
+        &mut self,
+        name: &ParamName,
+        ty: &ParamType,
+        part: &str,
+        shape: Vec<usize>,
+    ) -> Option<ParamId> {
         let key = format!("{}.{part}", name.key);
         if self.param_keys.insert(key.clone(), name.span).is_some() {
-            self.error(name.span, format!("parameter `{}` is declared twice; each layer needs its own name", name.key));
+            self.error(
+                name.span,
+                format!(
+                    "parameter `{}` is declared twice; each layer needs its own name",
+                    name.key
+                ),
+            );
             return None;
         }
-        self.claim(ty.span(), format_args!("parameter `{key}` of shape {shape:?}"), &shape)?;
+        self.claim(
+            ty.span(),
+            format_args!("parameter `{key}` of shape {shape:?}"),
+            &shape,
+        )?;
         let id = ParamId(self.graph.params.len() as u32);
-        self.graph.params.push(Param { key, shape, name_span: name.span, ty_span: ty.span(), ty_end: ty.end() });
+        self.graph.params.push(Param {
+            key,
+            shape,
+            name_span: name.span,
+            ty_span: ty.span(),
+            ty_end: ty.end(),
+        });
         Some(id)
     }
 
     fn fm_input(&mut self, x: ValueId, op: &str, span: Span) -> Option<Shape> {
         let s = self.graph.shape(x).clone();
         if s.kind != TypeKind::Fm {
-            self.error(span, format!("{op}: input is {s}, expected a feature map `fm<...>`"));
+            self.error(
+                span,
+                format!("{op}: input is {s}, expected a feature map `fm<...>`"),
+            );
             return None;
         }
         Some(s)
@@ -544,9 +811,21 @@ impl Lower<'_> {
     /// Resolves padding and computes the output size of a sliding window, with an error when a
     /// size would shrink to zero or below.
     #[allow(clippy::too_many_arguments)]
-    fn window(&mut self, op: &str, span: Span, s: &Shape, k: [usize; 2], stride: [usize; 2], dil: [usize; 2], pad: Padding) -> Option<([usize; 4], [usize; 2])> {
+    fn window(
+        &mut self,
+        op: &str,
+        span: Span,
+        s: &Shape,
+        k: [usize; 2],
+        stride: [usize; 2],
+        dil: [usize; 2],
+        pad: Padding,
+    ) -> Option<([usize; 4], [usize; 2])> {
         if stride.contains(&0) || dil.contains(&0) || k.contains(&0) {
-            self.error(span, format!("{op}: kernel, stride and dilation must be at least 1"));
+            self.error(
+                span,
+                format!("{op}: kernel, stride and dilation must be at least 1"),
+            );
             return None;
         }
         let [h, w] = s.spatial();
@@ -560,7 +839,11 @@ impl Lower<'_> {
                 // `(out - 1) * stride < in`, so only adding the window's extent can overflow.
                 let total = |i: usize, d: usize| {
                     let out = i.div_ceil(stride[d]);
-                    Some(((out - 1) * stride[d]).checked_add(extent[d]?)?.saturating_sub(i))
+                    Some(
+                        ((out - 1) * stride[d])
+                            .checked_add(extent[d]?)?
+                            .saturating_sub(i),
+                    )
                 };
                 let (Some(th), Some(tw)) = (total(h, 0), total(w, 1)) else {
                     self.error(span, format!("{op}: the window is too large: kernel {k:?} with dilation {dil:?} spans more than usize::MAX"));
@@ -575,8 +858,18 @@ impl Lower<'_> {
                 self.error(span, format!("{op}: the window is too large: kernel {k:?} with dilation {dil:?} spans more than usize::MAX"));
                 return None;
             };
-            let Some(padded) = size.checked_add(pad[d]).and_then(|p| p.checked_add(pad[d + 2])) else {
-                self.error(span, format!("{op}: the padded {name} is too large: {size} + {} + {} overflows", pad[d], pad[d + 2]));
+            let Some(padded) = size
+                .checked_add(pad[d])
+                .and_then(|p| p.checked_add(pad[d + 2]))
+            else {
+                self.error(
+                    span,
+                    format!(
+                        "{op}: the padded {name} is too large: {size} + {} + {} overflows",
+                        pad[d],
+                        pad[d + 2]
+                    ),
+                );
                 return None;
             };
             if padded < extent {
@@ -598,7 +891,10 @@ impl Lower<'_> {
                     None => poisoned = true,
                 },
                 Some(other) => {
-                    self.error(other.span(), format!("{}: argument {} must be a tensor", a.op, i + 1));
+                    self.error(
+                        other.span(),
+                        format!("{}: argument {} must be a tensor", a.op, i + 1),
+                    );
                     poisoned = true;
                 }
                 None => {
@@ -666,7 +962,8 @@ impl<'a> Args<'a> {
             match arg {
                 Arg::Positional(v) => {
                     a.all_positional.push(v.span());
-                    a.positional.push_back((a.all_positional.len() - 1, v.clone()));
+                    a.positional
+                        .push_back((a.all_positional.len() - 1, v.clone()));
                 }
                 Arg::Named { name, value } => a.named.push((name, value)),
                 Arg::Param { name, ty } => a.params.push((name, ty)),
@@ -680,7 +977,10 @@ impl<'a> Args<'a> {
     }
 
     fn named_span(&self, name: &str) -> Option<Span> {
-        self.named.iter().find(|(n, _)| *n == name).map(|(n, _)| n.span())
+        self.named
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, _)| n.span())
     }
 
     fn take_positional(&mut self) -> Option<Value> {
@@ -691,7 +991,10 @@ impl<'a> Args<'a> {
         match self.take_positional()? {
             Value::Type(t) => Some(t),
             other => {
-                cx.error(other.span(), format!("{}: expected a type like `vec<256xf32>`", self.op));
+                cx.error(
+                    other.span(),
+                    format!("{}: expected a type like `vec<256xf32>`", self.op),
+                );
                 None
             }
         }
@@ -727,7 +1030,10 @@ impl<'a> Args<'a> {
             Some(Value::Float(f, _)) => Some(*f),
             Some(Value::Int(n)) => Some(n.value as f64),
             Some(other) => {
-                cx.error(other.span(), format!("{}: `{name}` must be a number", self.op));
+                cx.error(
+                    other.span(),
+                    format!("{}: `{name}` must be a number", self.op),
+                );
                 None
             }
         }
@@ -739,7 +1045,10 @@ impl<'a> Args<'a> {
             Some(Value::Expr(Expr::Name(i))) if i == "true" => Some(true),
             Some(Value::Expr(Expr::Name(i))) if i == "false" => Some(false),
             Some(other) => {
-                cx.error(other.span(), format!("{}: `{name}` must be `true` or `false`", self.op));
+                cx.error(
+                    other.span(),
+                    format!("{}: `{name}` must be `true` or `false`", self.op),
+                );
                 None
             }
         }
@@ -750,7 +1059,10 @@ impl<'a> Args<'a> {
             None => Some(None),
             Some(Value::Int(n)) => Some(Some(n.value)),
             Some(other) => {
-                cx.error(other.span(), format!("{}: `{name}` must be a whole number", self.op));
+                cx.error(
+                    other.span(),
+                    format!("{}: `{name}` must be a whole number", self.op),
+                );
                 None
             }
         }
@@ -785,16 +1097,28 @@ impl<'a> Args<'a> {
                 // Left unread because the op failed before it got there.
                 continue;
             } else if allowed.is_empty() {
-                format!("{}: unexpected argument `{name}`; it takes no named arguments", self.op)
+                format!(
+                    "{}: unexpected argument `{name}`; it takes no named arguments",
+                    self.op
+                )
             } else {
-                let hint = closest(&name.to_string(), allowed).map(|c| format!("did you mean `{c}`? ")).unwrap_or_default();
-                format!("{}: unknown argument `{name}`; {hint}expected one of: {}", self.op, allowed.join(", "))
+                let hint = closest(&name.to_string(), allowed)
+                    .map(|c| format!("did you mean `{c}`? "))
+                    .unwrap_or_default();
+                format!(
+                    "{}: unknown argument `{name}`; {hint}expected one of: {}",
+                    self.op,
+                    allowed.join(", ")
+                )
             };
             cx.error(name.span(), msg);
         }
         if lowered {
             for (name, _) in &self.params {
-                cx.error(name.span, format!("{}: unexpected parameter `{}`", self.op, name.key));
+                cx.error(
+                    name.span,
+                    format!("{}: unexpected parameter `{}`", self.op, name.key),
+                );
             }
             for (_, v) in &self.positional {
                 cx.error(v.span(), format!("{}: too many arguments", self.op));
@@ -828,14 +1152,19 @@ fn pair_of(cx: &mut Lower, v: &Value, op: &str) -> Option<[usize; 2]> {
             Some([a, b])
         }
         other => {
-            cx.error(other.span(), format!("{op} must be one size or two, like `2`, `2x2` or `(2, 1)`"));
+            cx.error(
+                other.span(),
+                format!("{op} must be one size or two, like `2`, `2x2` or `(2, 1)`"),
+            );
             None
         }
     }
 }
 
 fn pads_of(cx: &mut Lower, v: &Value) -> Option<[usize; 4]> {
-    let ints = |cx: &mut Lower, items: &[Value]| -> Option<Vec<usize>> { items.iter().map(|i| int_of(cx, i, "pad")).collect() };
+    let ints = |cx: &mut Lower, items: &[Value]| -> Option<Vec<usize>> {
+        items.iter().map(|i| int_of(cx, i, "pad")).collect()
+    };
     match v {
         Value::Int(n) => Some([n.value; 4]),
         Value::Tuple(items, _) if items.len() == 2 => {
@@ -847,7 +1176,10 @@ fn pads_of(cx: &mut Lower, v: &Value) -> Option<[usize; 4]> {
             Some([p[0], p[1], p[2], p[3]])
         }
         other => {
-            cx.error(other.span(), "expected padding: `same`, `valid`, `1`, `(h, w)` or `(top, left, bottom, right)`");
+            cx.error(
+                other.span(),
+                "expected padding: `same`, `valid`, `1`, `(h, w)` or `(top, left, bottom, right)`",
+            );
             None
         }
     }
@@ -920,5 +1252,10 @@ fn plural(n: usize, noun: &str) -> String {
 /// 64-byte alignment (at least 64). `None` if that does not fit in `usize`.
 fn reserved_bytes(dims: &[usize]) -> Option<usize> {
     let elements = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
-    Some(elements.checked_mul(4)?.checked_next_multiple_of(64)?.max(64))
+    Some(
+        elements
+            .checked_mul(4)?
+            .checked_next_multiple_of(64)?
+            .max(64),
+    )
 }

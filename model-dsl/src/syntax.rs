@@ -98,7 +98,10 @@ pub enum Stmt {
 #[derive(Debug, Clone)]
 pub enum Expr {
     /// `op(args)`, or `recv.op(args)` with the receiver as the first argument.
-    Call { op: Ident, args: Vec<Arg> },
+    Call {
+        op: Ident,
+        args: Vec<Arg>,
+    },
     Name(Ident),
     Tuple(Vec<Expr>, Span),
 }
@@ -106,8 +109,14 @@ pub enum Expr {
 #[derive(Debug, Clone)]
 pub enum Arg {
     /// `name: weights<...>` declares a parameter tensor (group) read from the weights file.
-    Param { name: ParamName, ty: ParamType },
-    Named { name: Ident, value: Value },
+    Param {
+        name: ParamName,
+        ty: ParamType,
+    },
+    Named {
+        name: Ident,
+        value: Value,
+    },
     Positional(Value),
 }
 
@@ -188,10 +197,7 @@ impl Parse for NetworkDef {
         let attrs = input.call(Attribute::parse_outer)?;
         let vis: syn::Visibility = input.parse()?;
         input.parse::<kw::net>().map_err(|e| {
-            syn::Error::new(
-                e.span(),
-                "expected `net Name(inputs) -> outputs { ... }`",
-            )
+            syn::Error::new(e.span(), "expected `net Name(inputs) -> outputs { ... }`")
         })?;
         let name: Ident = input.parse()?;
         let content;
@@ -275,9 +281,9 @@ impl Parse for Body {
 
 /// How deeply expressions and values may nest: calls inside calls, links of a method chain,
 /// tuples, signs. Parsing, lowering and dropping the AST all recurse on this depth, and running
-/// out of stack aborts rustc instead of reporting an error; at this depth every pass stays well
-/// within a 2 MiB thread stack even unoptimised. A call nested in a call costs two levels (its
-/// argument and its expression), a chained `.op()` one.
+/// out of stack aborts rustc instead of reporting an error. At this depth every pass fits in a
+/// 2 MiB thread stack even unoptimised (rustc runs proc macros on 8 MiB). A call nested in a call
+/// costs two levels (its argument and its expression), a chained `.op()` one.
 pub const MAX_DEPTH: usize = 128;
 
 thread_local! {
@@ -460,9 +466,9 @@ impl Parse for TypeExpr {
             }
         };
         input.parse::<Token![<]>()?;
-        let lit: LitInt = input.parse().map_err(|e| {
-            syn::Error::new(e.span(), "expected channels and dtype, like `3xf32`")
-        })?;
+        let lit: LitInt = input
+            .parse()
+            .map_err(|e| syn::Error::new(e.span(), "expected channels and dtype, like `3xf32`"))?;
         let (nums, dtype) = dims(&lit)?;
         let (channels, dtype) = match (nums.as_slice(), dtype) {
             ([c], Some(d)) => (*c, d),
