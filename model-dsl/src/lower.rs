@@ -91,6 +91,13 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
             value: v,
             span: input.name.span(),
         });
+        if input.name == "arena" {
+            // `run_in` takes the caller's arena under that name.
+            cx.error(
+                input.name.span(),
+                "`arena` is reserved for the arena parameter of `run_in`; rename this input",
+            );
+        }
         if cx.scope.insert(input.name.to_string(), Some(v)).is_some() {
             cx.error(
                 input.name.span(),
@@ -369,7 +376,12 @@ impl Lower<'_> {
             "batch_norm" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let (pname, pty) = a.param(self, "statistics, like `bn1: norm<16xf32>`")?;
+                let eps_span = a.named_span("eps").unwrap_or(span);
                 let eps = a.float(self, "eps", 1e-5);
+                if eps.is_some_and(|e| !(e > 0.0)) {
+                    self.error(eps_span, "batch_norm: `eps` must be positive");
+                    return None;
+                }
                 let shape = self.graph.shape(x).clone();
                 let ParamType::Norm {
                     channels, dtype, ..
@@ -827,6 +839,16 @@ impl Lower<'_> {
                 format!("{op}: kernel, stride and dilation must be at least 1"),
             );
             return None;
+        }
+        match pad {
+            // As ONNX requires: a pooling window that can lie entirely in padding sees no input.
+            Padding::Explicit(p)
+                if op.ends_with("pool") && (p[0].max(p[2]) >= k[0] || p[1].max(p[3]) >= k[1]) =>
+            {
+                self.error(span, format!("{op}: padding {p:?} must be smaller than the window {k:?}"));
+                return None;
+            }
+            _ => {}
         }
         let [h, w] = s.spatial();
         // What one window spans, dilation included; `None` if that overflows.

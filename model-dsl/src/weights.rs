@@ -107,6 +107,7 @@ fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "file not found (the path is relative to the file that contains `network!`)".to_string(),
         std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
         _ => e.to_string(),
     }
 }

@@ -540,6 +540,10 @@ fn edge_cases() {
     );
     expect_error(
         "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { max_pool(x, 2x2, pad = (18446744073709551615, 0)) }",
+        "must be smaller than the window",
+    );
+    expect_error(
+        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { max_pool(x, 18446744073709551615x2, pad = (18446744073709551610, 0)) }",
         "too large",
     );
     expect_error(
@@ -607,10 +611,11 @@ fn edge_cases() {
         "net N(x: fm<1xf32[2,2]>) -> fm<1xf32[1,1]> { avg_pool(x, 2x2, stride = 0) }",
         "at least 1",
     );
-    // Odd values that are not errors.
-    expect_ok(
+    expect_error(
         "net N(x: fm<2xf32[3,3]>) -> fm<2xf32[3,3]> { batch_norm(x, bn: norm<2xf32>, eps = -1.0) }",
+        "must be positive",
     );
+    // Odd values that are not errors.
     expect_ok("net N(x: vec<3xf32>) -> vec<3xf32> { leaky_relu(x, alpha = 1e999) }");
     expect_ok("net N(x: vec<3xf32>) -> vec<3xf32> { clip(x, min = -1e999, max = 1e999) }");
     // A network whose output is its input, two outputs, the same value twice.
