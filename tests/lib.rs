@@ -84,8 +84,14 @@ pub fn golden(name: &str) -> Golden {
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
     let read = |key: &str| -> (Vec<f32>, Vec<usize>) {
-        let t = st.tensor(key).unwrap_or_else(|e| panic!("{path}: `{key}`: {e}"));
-        let data = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let t = st
+            .tensor(key)
+            .unwrap_or_else(|e| panic!("{path}: `{key}`: {e}"));
+        let data = t
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         (data, t.shape().to_vec())
     };
     let (x, _) = read("x");
@@ -112,5 +118,10 @@ pub fn assert_close(got: &[f32], want: &[f32]) {
         }
     }
     let (err, i) = worst;
-    assert!(err <= 1e-4, "element {i}: got {}, want {} (relative error {err:e})", got[i], want[i]);
+    assert!(
+        err <= 1e-4,
+        "element {i}: got {}, want {} (relative error {err:e})",
+        got[i],
+        want[i]
+    );
 }

@@ -23,7 +23,10 @@ kiln::network! {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/digits/data/test.safetensors");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/digits/data/test.safetensors"
+    );
     let file = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
     let test = SafeTensors::deserialize(&file)?;
     let images = test.tensor("images")?;
@@ -31,7 +34,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pixels = images.data();
     let n = labels.len();
     if images.shape() != [n, 64] {
-        return Err(format!("{path}: `images` has shape {:?}, expected [{n}, 64]", images.shape()).into());
+        return Err(format!(
+            "{path}: `images` has shape {:?}, expected [{n}, 64]",
+            images.shape()
+        )
+        .into());
     }
 
     let mut model = Digits::new();
@@ -64,7 +71,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let accuracy = 100.0 * correct as f64 / n as f64;
     println!("digits: {correct}/{n} held-out images correct, accuracy {accuracy:.2}%");
-    println!("median latency per image: {:.2} µs", median.as_secs_f64() * 1e6);
+    println!(
+        "median latency per image: {:.2} µs",
+        median.as_secs_f64() * 1e6
+    );
     println!(
         "arena: {} bytes (lower bound {}, no reuse {}), parameters: {} f32",
         Digits::ARENA_BYTES,

@@ -184,7 +184,11 @@ pub fn best() -> &'static Kernels {
         target_feature = "avx512f"
     )) {
         Isa::Avx512
-    } else if cfg!(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")) {
+    } else if cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    )) {
         Isa::Avx2
     } else if cfg!(all(target_arch = "aarch64", target_feature = "neon")) {
         Isa::Neon

@@ -46,8 +46,12 @@ impl Model<'_> {
             return Loc::Input(i);
         }
         match &self.plan.values[v.index()] {
-            ValuePlacement::Arena(p) => Loc::Arena(p.offset / 4, p.offset / 4 + self.graph.shape(v).elements()),
-            ValuePlacement::External => unreachable!("the verifier checked that only inputs are external"),
+            ValuePlacement::Arena(p) => {
+                Loc::Arena(p.offset / 4, p.offset / 4 + self.graph.shape(v).elements())
+            }
+            ValuePlacement::External => {
+                unreachable!("the verifier checked that only inputs are external")
+            }
         }
     }
 
@@ -69,16 +73,26 @@ impl Model<'_> {
         let params_len = self.params.len;
         let plan_text = self.plan_text;
 
-        let input_idents: Vec<_> = (0..self.graph.inputs.len()).map(|i| format_ident!("__x{}", i)).collect();
-        let input_tys: Vec<_> = (0..self.graph.inputs.len()).map(|i| format_ident!("X{}", i)).collect();
+        let input_idents: Vec<_> = (0..self.graph.inputs.len())
+            .map(|i| format_ident!("__x{}", i))
+            .collect();
+        let input_tys: Vec<_> = (0..self.graph.inputs.len())
+            .map(|i| format_ident!("X{}", i))
+            .collect();
         let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
-        let input_checks = self.graph.inputs.iter().zip(&input_idents).zip(&user_names).map(|((input, id), user)| {
-            let n = input.name.as_str();
-            let shape = self.graph.shape(input.value);
-            let ty = shape.to_string();
-            let len = shape.elements();
-            quote! { let #id = ::kiln::__private::input(#n, #ty, #user, #len)?; }
-        });
+        let input_checks = self
+            .graph
+            .inputs
+            .iter()
+            .zip(&input_idents)
+            .zip(&user_names)
+            .map(|((input, id), user)| {
+                let n = input.name.as_str();
+                let shape = self.graph.shape(input.value);
+                let ty = shape.to_string();
+                let len = shape.elements();
+                quote! { let #id = ::kiln::__private::input(#n, #ty, #user, #len)?; }
+            });
         let input_checks = quote! { #(#input_checks)* };
         let shape_consts = |vals: &mut dyn Iterator<Item = ValueId>| {
             let items = vals.map(|v| {
@@ -107,7 +121,9 @@ impl Model<'_> {
         let (out_ty, out_expr) = if outputs.len() == 1 {
             (quote! { ::kiln::__private::Tensor<'a> }, outputs[0].clone())
         } else {
-            let tys = outputs.iter().map(|_| quote! { ::kiln::__private::Tensor<'a> });
+            let tys = outputs
+                .iter()
+                .map(|_| quote! { ::kiln::__private::Tensor<'a> });
             (quote! { (#(#tys),*) }, quote! { (#(#outputs),*) })
         };
         let out_ty_self = {
@@ -128,7 +144,13 @@ impl Model<'_> {
             Some(w) => {
                 let path = w.path.to_string_lossy().into_owned();
                 let len = w.header.file_len;
-                let doc = format!("Loads the weights embedded from `{}` at compile time.", w.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+                let doc = format!(
+                    "Loads the weights embedded from `{}` at compile time.",
+                    w.path
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                );
                 (
                     quote! {
                         // The array length restates the file size the compiler checked the header
@@ -251,7 +273,9 @@ impl Model<'_> {
                 } else {
                     0
                 };
-                out.extend(quote! { const _: () = ::core::assert!(#planned >= #geom.scratch_len()); });
+                out.extend(
+                    quote! { const _: () = ::core::assert!(#planned >= #geom.scratch_len()); },
+                );
             }
         }
         out
@@ -259,7 +283,15 @@ impl Model<'_> {
 
     fn conv_geom(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
-        let OpKind::Conv2d { kernel, stride, dilation, pad, groups, .. } = &op.kind else {
+        let OpKind::Conv2d {
+            kernel,
+            stride,
+            dilation,
+            pad,
+            groups,
+            ..
+        } = &op.kind
+        else {
             unreachable!()
         };
         let x = self.graph.shape(op.args[0]);
@@ -284,12 +316,27 @@ impl Model<'_> {
         let mut out = TokenStream::new();
         for (i, op) in self.graph.ops.iter().enumerate() {
             let (w, b, bn) = match &op.kind {
-                OpKind::Conv2d { weight, bias, bn: Some(bn), .. } | OpKind::Dense { weight, bias, bn: Some(bn), .. } => {
-                    let b = bias.map(|b| self.params.param(b)).or(self.params.bias[i]).expect("layout gives folded layers a bias");
+                OpKind::Conv2d {
+                    weight,
+                    bias,
+                    bn: Some(bn),
+                    ..
+                }
+                | OpKind::Dense {
+                    weight,
+                    bias,
+                    bn: Some(bn),
+                    ..
+                } => {
+                    let b = bias
+                        .map(|b| self.params.param(b))
+                        .or(self.params.bias[i])
+                        .expect("layout gives folded layers a bias");
                     (self.params.param(*weight), b, bn)
                 }
                 OpKind::BatchNorm { bn, .. } => {
-                    let (scale, shift) = self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
+                    let (scale, shift) = self.params.scale_shift[i]
+                        .expect("layout gives batch norms scale and shift");
                     let [g, be, m, v] = bn.stats.map(|p| range(self.params.param(p)));
                     let eps = f32_lit(bn.eps);
                     let (scale, shift) = (range(scale), range(shift));
@@ -351,7 +398,10 @@ impl Model<'_> {
         let mut write_ids = vec![format_ident!("out")];
         let scratch_len = layout::conv_scratch_len(self.graph, op);
         if scratch_len > 0 {
-            let idx = self.graph.ops[..i].iter().filter(|o| layout::conv_scratch_len(self.graph, o) > 0).count();
+            let idx = self.graph.ops[..i]
+                .iter()
+                .filter(|o| layout::conv_scratch_len(self.graph, o) > 0)
+                .count();
             let p = &self.plan.scratch[idx];
             let (s0, s1) = (p.offset / 4, p.offset / 4 + scratch_len);
             writes.push(quote! { #s0..#s1 });
@@ -360,16 +410,24 @@ impl Model<'_> {
         let x_shape = self.graph.shape(op.args[0]);
         let y_shape = self.graph.shape(op.result);
         let call = match &op.kind {
-            OpKind::Conv2d { weight, bias, act, .. } => {
+            OpKind::Conv2d {
+                weight, bias, act, ..
+            } => {
                 let geom = self.conv_geom(i);
                 let w = self.param(*weight);
                 let b = self.bias(i, *bias);
                 let act = act_tokens(*act);
                 let x = &read_args[0];
-                let scratch = if scratch_len > 0 { quote! { scratch } } else { quote! { &mut [] } };
+                let scratch = if scratch_len > 0 {
+                    quote! { scratch }
+                } else {
+                    quote! { &mut [] }
+                };
                 quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
             }
-            OpKind::Dense { weight, bias, act, .. } => {
+            OpKind::Dense {
+                weight, bias, act, ..
+            } => {
                 let (n, n_in, n_out) = (x_shape.batch(), x_shape.channels(), y_shape.channels());
                 let w = self.param(*weight);
                 let b = self.bias(i, *bias);
@@ -378,7 +436,8 @@ impl Model<'_> {
                 quote! { (__k.dense)(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
             }
             OpKind::BatchNorm { act, .. } => {
-                let (scale, shift) = self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
+                let (scale, shift) =
+                    self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
                 let (scale, shift) = (range(scale), range(shift));
                 let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
                 let sp = h * w;
@@ -400,7 +459,11 @@ impl Model<'_> {
                 }
             }
             OpKind::Binary(bop) => {
-                let bc = broadcast_tokens(self.graph.shape(op.args[0]), self.graph.shape(op.args[1]), y_shape);
+                let bc = broadcast_tokens(
+                    self.graph.shape(op.args[0]),
+                    self.graph.shape(op.args[1]),
+                    y_shape,
+                );
                 let bop = match bop {
                     BinOp::Add => quote! { #k::BinaryOp::Add },
                     BinOp::Sub => quote! { #k::BinaryOp::Sub },
@@ -419,7 +482,13 @@ impl Model<'_> {
                     }
                 }
             }
-            OpKind::Pool { kind, kernel, stride, pad, count_include_pad } => {
+            OpKind::Pool {
+                kind,
+                kernel,
+                stride,
+                pad,
+                count_include_pad,
+            } => {
                 let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
                 let [oh, ow] = y_shape.spatial();
                 let [kh, kw] = kernel;
@@ -451,7 +520,8 @@ impl Model<'_> {
                 let mut offset = 0usize;
                 let copies = op.args.iter().zip(&read_args).map(|(a, x)| {
                     let c = self.graph.shape(*a).channels();
-                    let t = quote! { (__k.copy_into_channels)(#n, #c, #sp, #x, #c_dst, #offset, out); };
+                    let t =
+                        quote! { (__k.copy_into_channels)(#n, #c, #sp, #x, #c_dst, #offset, out); };
                     offset += c;
                     t
                 });
@@ -569,11 +639,23 @@ pub fn fallback(def: &NetworkDef) -> TokenStream {
     let attrs = &def.attrs;
     let vis = &def.vis;
     let name = &def.name;
-    let input_tys: Vec<_> = (0..def.inputs.len()).map(|i| format_ident!("X{}", i)).collect();
+    let input_tys: Vec<_> = (0..def.inputs.len())
+        .map(|i| format_ident!("X{}", i))
+        .collect();
     // Generated names: the user's may be what is wrong (declared twice, say).
-    let user_names: Vec<_> = (0..def.inputs.len()).map(|i| format_ident!("_x{}", i)).collect();
-    let outs: Vec<_> = def.outputs.iter().map(|_| quote! { ::kiln::__private::Tensor<'a> }).collect();
-    let out_ty = if outs.len() == 1 { outs[0].clone() } else { quote! { (#(#outs),*) } };
+    let user_names: Vec<_> = (0..def.inputs.len())
+        .map(|i| format_ident!("_x{}", i))
+        .collect();
+    let outs: Vec<_> = def
+        .outputs
+        .iter()
+        .map(|_| quote! { ::kiln::__private::Tensor<'a> })
+        .collect();
+    let out_ty = if outs.len() == 1 {
+        outs[0].clone()
+    } else {
+        quote! { (#(#outs),*) }
+    };
     quote! {
         #(#attrs)*
         #vis struct #name { _unusable: () }

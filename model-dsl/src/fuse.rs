@@ -16,7 +16,9 @@ pub fn fuse(g: &Graph) -> Graph {
     let mut subst: Vec<ValueId> = (0..g.values.len() as u32).map(ValueId).collect();
 
     for (i, op) in g.ops.iter().enumerate() {
-        let Some(&arg) = op.args.first() else { continue };
+        let Some(&arg) = op.args.first() else {
+            continue;
+        };
         let x = subst[arg.index()];
         let Producer::Op(p) = g.values[x.index()].producer else {
             continue;
@@ -27,17 +29,34 @@ pub fn fuse(g: &Graph) -> Graph {
         let folded = match (&op.kind, &mut kinds[p.index()]) {
             (
                 OpKind::BatchNorm { bn, act: Act::None },
-                OpKind::Conv2d { bn: slot @ None, act: Act::None, .. }
-                | OpKind::Dense { bn: slot @ None, act: Act::None, .. },
+                OpKind::Conv2d {
+                    bn: slot @ None,
+                    act: Act::None,
+                    ..
+                }
+                | OpKind::Dense {
+                    bn: slot @ None,
+                    act: Act::None,
+                    ..
+                },
             ) => {
                 *slot = Some(*bn);
                 true
             }
             (
                 OpKind::Unary(act),
-                OpKind::Conv2d { act: slot @ Act::None, .. }
-                | OpKind::Dense { act: slot @ Act::None, .. }
-                | OpKind::BatchNorm { act: slot @ Act::None, .. },
+                OpKind::Conv2d {
+                    act: slot @ Act::None,
+                    ..
+                }
+                | OpKind::Dense {
+                    act: slot @ Act::None,
+                    ..
+                }
+                | OpKind::BatchNorm {
+                    act: slot @ Act::None,
+                    ..
+                },
             ) => {
                 *slot = *act;
                 true
@@ -73,7 +92,10 @@ pub fn fuse(g: &Graph) -> Graph {
         let v = out.add_value(Producer::Input(i), g.shape(input.value).clone(), input.span);
         out.values[v.index()].name = g.values[input.value.index()].name.clone();
         map[input.value.index()] = Some(v);
-        out.inputs.push(crate::ir::Input { value: v, ..input.clone() });
+        out.inputs.push(crate::ir::Input {
+            value: v,
+            ..input.clone()
+        });
     }
     for (i, op) in g.ops.iter().enumerate() {
         if dropped[i] || !needed[op.result.index()] {

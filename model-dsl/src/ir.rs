@@ -68,7 +68,11 @@ impl Shape {
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            TypeKind::Fm => write!(f, "fm<{}xf32[{},{}]", self.dims[1], self.dims[2], self.dims[3])?,
+            TypeKind::Fm => write!(
+                f,
+                "fm<{}xf32[{},{}]",
+                self.dims[1], self.dims[2], self.dims[3]
+            )?,
             TypeKind::Vec => write!(f, "vec<{}xf32", self.dims[1])?,
         }
         if self.dims[0] != 1 {
@@ -277,7 +281,13 @@ impl Graph {
         self.shapes.push(shape);
         id
     }
-    pub fn add_op(&mut self, kind: OpKind, args: Vec<ValueId>, shape: Shape, span: Span) -> ValueId {
+    pub fn add_op(
+        &mut self,
+        kind: OpKind,
+        args: Vec<ValueId>,
+        shape: Shape,
+        span: Span,
+    ) -> ValueId {
         let op = OpId(self.ops.len() as u32);
         let result = self.add_value(Producer::Op(op), shape, span);
         self.ops.push(Op {

@@ -63,14 +63,19 @@ impl Compiled {
 
 /// Runs every pass. `base_dir` is where relative weights paths start (the directory of the
 /// file containing the macro call); `None` means the crate root (`CARGO_MANIFEST_DIR`).
-pub fn compile(def: &syntax::NetworkDef, base_dir: Option<PathBuf>) -> Result<Compiled, syn::Error> {
+pub fn compile(
+    def: &syntax::NetworkDef,
+    base_dir: Option<PathBuf>,
+) -> Result<Compiled, syn::Error> {
     let mut errors = Errors::default();
     let lowered = lower::lower(def, &mut errors);
     let base_dir = base_dir
         .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
         .unwrap_or_default();
     let weights = match &lowered.weights_file {
-        Some(lit) if errors.is_empty() => weights::check(&lowered.graph, lit, &base_dir, &mut errors),
+        Some(lit) if errors.is_empty() => {
+            weights::check(&lowered.graph, lit, &base_dir, &mut errors)
+        }
         _ => None,
     };
     if let Some(e) = errors.combined() {
@@ -86,7 +91,13 @@ pub fn compile(def: &syntax::NetworkDef, base_dir: Option<PathBuf>) -> Result<Co
         ));
     }
     let params = layout::param_layout(&graph);
-    Ok(Compiled { graph, problem, plan, params, weights })
+    Ok(Compiled {
+        graph,
+        problem,
+        plan,
+        params,
+        weights,
+    })
 }
 
 /// The macro driver: compile and generate, or return the errors next to a fallback type.

@@ -845,7 +845,10 @@ impl Lower<'_> {
             Padding::Explicit(p)
                 if op.ends_with("pool") && (p[0].max(p[2]) >= k[0] || p[1].max(p[3]) >= k[1]) =>
             {
-                self.error(span, format!("{op}: padding {p:?} must be smaller than the window {k:?}"));
+                self.error(
+                    span,
+                    format!("{op}: padding {p:?} must be smaller than the window {k:?}"),
+                );
                 return None;
             }
             _ => {}

@@ -21,13 +21,21 @@ pub struct WeightsFile {
 }
 
 /// Checks `graph.params` against the file named by `lit`. Reports every problem it finds.
-pub fn check(graph: &Graph, lit: &syn::LitStr, base_dir: &Path, errors: &mut Errors) -> Option<WeightsFile> {
+pub fn check(
+    graph: &Graph,
+    lit: &syn::LitStr,
+    base_dir: &Path,
+    errors: &mut Errors,
+) -> Option<WeightsFile> {
     let written = lit.value();
     let path = base_dir.join(&written);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) => {
-            errors.push(syn::Error::new(lit.span(), format!("cannot read weights file `{written}`: {}", io_reason(&e))));
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("cannot read weights file `{written}`: {}", io_reason(&e)),
+            ));
             return None;
         }
     };
@@ -56,20 +64,46 @@ pub fn check(graph: &Graph, lit: &syn::LitStr, base_dir: &Path, errors: &mut Err
                     continue;
                 }
                 let prefix = format!("{layer}.");
-                let has: Vec<&str> = header.tensors.keys().filter(|k| k.starts_with(&prefix)).map(String::as_str).collect();
+                let has: Vec<&str> = header
+                    .tensors
+                    .keys()
+                    .filter(|k| k.starts_with(&prefix))
+                    .map(String::as_str)
+                    .collect();
                 let msg = if has.is_empty() {
                     // The whole layer is missing: one error for it, not one per tensor.
-                    let needs: Vec<&str> = graph.params.iter().filter(|q| layer_of(&q.key) == layer).map(|q| q.key.as_str()).collect();
-                    let hint = closest(layer, &file_layers).map(|c| format!("; did you mean `{c}`?")).unwrap_or_default();
-                    format!("`{written}` has no tensors for `{layer}` (needs {}){hint}", needs.join(", "))
+                    let needs: Vec<&str> = graph
+                        .params
+                        .iter()
+                        .filter(|q| layer_of(&q.key) == layer)
+                        .map(|q| q.key.as_str())
+                        .collect();
+                    let hint = closest(layer, &file_layers)
+                        .map(|c| format!("; did you mean `{c}`?"))
+                        .unwrap_or_default();
+                    format!(
+                        "`{written}` has no tensors for `{layer}` (needs {}){hint}",
+                        needs.join(", ")
+                    )
                 } else {
-                    format!("tensor `{}` is not in `{written}` (it has {})", p.key, has.join(", "))
+                    format!(
+                        "tensor `{}` is not in `{written}` (it has {})",
+                        p.key,
+                        has.join(", ")
+                    )
                 };
                 errors.push(syn::Error::new(p.name_span, msg));
             }
             Some(t) if t.dtype != "F32" => {
                 ok = false;
-                errors.push(error_range(p.ty_span, p.ty_end, format!("tensor `{}` is {} in `{written}`, but kiln expects F32", p.key, t.dtype)));
+                errors.push(error_range(
+                    p.ty_span,
+                    p.ty_end,
+                    format!(
+                        "tensor `{}` is {} in `{written}`, but kiln expects F32",
+                        p.key, t.dtype
+                    ),
+                ));
             }
             Some(t) if t.shape != p.shape => {
                 ok = false;
@@ -87,7 +121,11 @@ pub fn check(graph: &Graph, lit: &syn::LitStr, base_dir: &Path, errors: &mut Err
     }
     // Canonical, so `include_bytes!` finds it whatever file the expansion lands in.
     let path = std::fs::canonicalize(&path).unwrap_or(path);
-    Some(WeightsFile { path, header, offsets })
+    Some(WeightsFile {
+        path,
+        header,
+        offsets,
+    })
 }
 
 /// The layer a tensor belongs to: `fc` for `fc.weight`, `layer1.0.bn1` for
@@ -105,7 +143,9 @@ fn closest<'a>(name: &str, known: &BTreeSet<&'a str>) -> Option<&'a str> {
 /// The OS error without its platform code, so messages are the same everywhere.
 fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
-        std::io::ErrorKind::NotFound => "file not found (the path is relative to the file that contains `network!`)".to_string(),
+        std::io::ErrorKind::NotFound => {
+            "file not found (the path is relative to the file that contains `network!`)".to_string()
+        }
         std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
         std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
         _ => e.to_string(),

@@ -7,31 +7,61 @@ use kiln_tests::{Block, Digits32, LeNet, Mlp};
 
 fn check(name: &str, arena: usize, lower: usize, naive: usize, plan: &str) {
     println!("{name}: arena {arena} B, lower bound {lower} B, naive {naive} B\n{plan}");
-    assert!(lower <= arena, "{name}: arena {arena} below the lower bound {lower}");
-    assert!(arena <= naive, "{name}: arena {arena} above the naive sum {naive}");
+    assert!(
+        lower <= arena,
+        "{name}: arena {arena} below the lower bound {lower}"
+    );
+    assert!(
+        arena <= naive,
+        "{name}: arena {arena} above the naive sum {naive}"
+    );
     assert_eq!(arena % 64, 0, "{name}: arena size not 64-byte aligned");
     assert!(lower > 0);
 }
 
 #[test]
 fn mlp_plan() {
-    check("mlp", Mlp::ARENA_BYTES, Mlp::ARENA_LOWER_BOUND, Mlp::ARENA_NAIVE_BYTES, Mlp::PLAN);
+    check(
+        "mlp",
+        Mlp::ARENA_BYTES,
+        Mlp::ARENA_LOWER_BOUND,
+        Mlp::ARENA_NAIVE_BYTES,
+        Mlp::PLAN,
+    );
 }
 
 #[test]
 fn digits_plan() {
-    check("digits", Digits32::ARENA_BYTES, Digits32::ARENA_LOWER_BOUND, Digits32::ARENA_NAIVE_BYTES, Digits32::PLAN);
+    check(
+        "digits",
+        Digits32::ARENA_BYTES,
+        Digits32::ARENA_LOWER_BOUND,
+        Digits32::ARENA_NAIVE_BYTES,
+        Digits32::PLAN,
+    );
 }
 
 #[test]
 fn lenet_plan_is_optimal() {
-    check("lenet", LeNet::ARENA_BYTES, LeNet::ARENA_LOWER_BOUND, LeNet::ARENA_NAIVE_BYTES, LeNet::PLAN);
+    check(
+        "lenet",
+        LeNet::ARENA_BYTES,
+        LeNet::ARENA_LOWER_BOUND,
+        LeNet::ARENA_NAIVE_BYTES,
+        LeNet::PLAN,
+    );
     assert_eq!(LeNet::ARENA_BYTES, LeNet::ARENA_LOWER_BOUND);
 }
 
 #[test]
 fn block_plan_is_optimal() {
-    check("block", Block::ARENA_BYTES, Block::ARENA_LOWER_BOUND, Block::ARENA_NAIVE_BYTES, Block::PLAN);
+    check(
+        "block",
+        Block::ARENA_BYTES,
+        Block::ARENA_LOWER_BOUND,
+        Block::ARENA_NAIVE_BYTES,
+        Block::PLAN,
+    );
     assert_eq!(Block::ARENA_BYTES, Block::ARENA_LOWER_BOUND);
 }
 

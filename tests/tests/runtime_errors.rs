@@ -13,7 +13,10 @@ fn message<T>(r: Result<T, kiln::Error>) -> String {
 fn wrong_input_length() {
     let mut model = Mlp::new();
     let msg = message(model.run(&[0.0f32; 59][..]));
-    assert!(msg.contains("`x`") && msg.contains("60") && msg.contains("59"), "{msg}");
+    assert!(
+        msg.contains("`x`") && msg.contains("60") && msg.contains("59"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -21,7 +24,11 @@ fn misaligned_input_bytes() {
     let g = golden("mlp");
     let mut model = Mlp::new();
     let mut bytes = vec![0u8; g.x.len() * 4 + 1];
-    let start = if (bytes.as_ptr() as usize).is_multiple_of(4) { 1 } else { 0 };
+    let start = if (bytes.as_ptr() as usize).is_multiple_of(4) {
+        1
+    } else {
+        0
+    };
     let msg = message(model.run(&bytes[start..start + g.x.len() * 4]));
     assert!(msg.contains("4-byte boundary"), "{msg}");
     bytes.clear();
@@ -44,7 +51,9 @@ fn truncated_weights() {
 
 #[test]
 fn garbage_weights() {
-    let msg = message(LeNet::from_safetensors(b"definitely not a safetensors file"));
+    let msg = message(LeNet::from_safetensors(
+        b"definitely not a safetensors file",
+    ));
     assert!(msg.contains("weights"), "{msg}");
 }
 
@@ -53,6 +62,12 @@ fn weights_of_another_network() {
     // The MLP's file has `fc1.weight`, but shaped [32, 20] instead of LeNet's [120, 400], and no
     // `conv1.weight` at all.
     let msg = message(LeNet::from_safetensors(&data_file("mlp.safetensors")));
-    assert!(msg.contains("conv1.weight") || msg.contains("fc1.weight"), "{msg}");
-    assert!(msg.contains("[6, 1, 5, 5]") || msg.contains("[120, 400]"), "{msg}");
+    assert!(
+        msg.contains("conv1.weight") || msg.contains("fc1.weight"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("[6, 1, 5, 5]") || msg.contains("[120, 400]"),
+        "{msg}"
+    );
 }
