@@ -1,9 +1,19 @@
-//! neon kernels. [`upgrade`] puts them into a table; the table code (`crate::table`) only
-//! calls it after detecting every CPU feature they use.
+//! NEON (aarch64 Advanced SIMD) kernels. [`upgrade`] puts them into a table; the table code
+//! (`crate::table`) only calls it after detecting NEON, the one feature they use.
 //!
-//! Each file starts as a re-export of the portable kernels and is replaced family by family;
-//! the entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
-//! justified by that detection.
+//! Every family file has the portable names and signatures. Its `pub(crate)` entry points are
+//! safe functions whose single `unsafe` call into a `#[target_feature(enable = "neon")] unsafe
+//! fn` is justified by that detection; below those, the helpers (`simd.rs`, the GEMM
+//! micro-kernel, ...) are *safe* `#[target_feature]` functions, which the compiler only lets
+//! NEON-enabled code call, so no further `unsafe` is needed except for the raw loads and
+//! stores, each behind a length check.
+//!
+//! What is vectorised: GEMM (packed 8x12 micro-kernel) and dense (GEMV-style dot products),
+//! conv2d (1x1 as GEMM, general as im2col + GEMM, both with bias and activation fused;
+//! depthwise as direct SIMD), element-wise activations and broadcasting arithmetic, and
+//! scale/shift. Pooling and softmax are still the portable kernels (`pool.rs`, `norm.rs`).
+//! Correctness is checked under qemu-aarch64 in CI (`.ci/cross`); speed is not measured there,
+//! since emulated timings say nothing about a real core.
 
 mod conv;
 mod depthwise;
@@ -11,6 +21,7 @@ mod eltwise;
 mod gemm;
 mod norm;
 mod pool;
+mod simd;
 
 use crate::table::Kernels;
 
@@ -30,5 +41,4 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.max_pool2d = pool::max_pool2d;
     k.avg_pool2d = pool::avg_pool2d;
     k.global_avg_pool = pool::global_avg_pool;
-    let _ = depthwise::depthwise_conv2d;
 }

@@ -1,0 +1,231 @@
+//! The benchmark's cases: square GEMMs, every distinct convolution of ResNet-50 and every
+//! distinct depthwise convolution of MobileNet-v2, both at batch 1 on a 224x224 input.
+//!
+//! The layer lists are written out by hand from the torchvision definitions (ResNet-50 v1.5,
+//! with the stride on the 3x3 of each stage's first block; MobileNet-v2 width 1.0), keeping one
+//! entry per distinct (channels, size, kernel, stride): a repeated shape would only weight the
+//! medians towards it.
+
+use kiln_kernels::{Activation, Conv2d};
+
+/// Which group of cases a case belongs to; the summary takes medians per family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Square GEMMs.
+    Gemm,
+    /// ResNet-50's convolutions as plain GEMMs: `M = c_out`, `N = out_h * out_w`,
+    /// `K = c_in * kh * kw`.
+    ResnetGemm,
+    /// ResNet-50's convolutions through the table's `conv2d`.
+    ResnetConv,
+    /// MobileNet-v2's depthwise convolutions through the table's `conv2d`.
+    MobilenetDw,
+}
+
+impl Family {
+    pub const ALL: [Family; 4] = [
+        Family::Gemm,
+        Family::ResnetGemm,
+        Family::ResnetConv,
+        Family::MobilenetDw,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Gemm => "gemm",
+            Family::ResnetGemm => "resnet50_gemm",
+            Family::ResnetConv => "resnet50_conv2d",
+            Family::MobilenetDw => "mobilenetv2_dw",
+        }
+    }
+}
+
+/// What a case computes.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    /// `C[m, n] = A[m, k] B[k, n]`.
+    Gemm { m: usize, n: usize, k: usize },
+    /// A convolution with bias and the activation the real network fuses into it.
+    Conv(Conv2d, Activation),
+}
+
+/// One line of the benchmark.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    pub family: Family,
+    pub op: Op,
+}
+
+impl Case {
+    /// Useful flops: two per multiply-add of the mathematical definition (padding taps and
+    /// bias/activation epilogues are not counted).
+    pub fn flops(&self) -> f64 {
+        match self.op {
+            Op::Gemm { m, n, k } => 2.0 * (m * n * k) as f64,
+            Op::Conv(p, _) => {
+                let per_out = (p.c_in / p.groups) * p.kh * p.kw;
+                2.0 * (p.batch * p.c_out * p.out_h * p.out_w * per_out) as f64
+            }
+        }
+    }
+
+    /// The GEMM a reference crate would run for the same work, if there is one: the case
+    /// itself for GEMMs, the im2col GEMM of a dense convolution. Depthwise convolutions have
+    /// no GEMM equivalent (one row per channel), so no crate line.
+    pub fn crate_gemm(&self) -> Option<(usize, usize, usize)> {
+        match self.op {
+            Op::Gemm { m, n, k } => Some((m, n, k)),
+            Op::Conv(p, _) if p.groups == 1 => Some(conv_as_gemm(&p)),
+            Op::Conv(..) => None,
+        }
+    }
+}
+
+/// `(M, N, K)` of a single-group convolution's im2col GEMM.
+fn conv_as_gemm(p: &Conv2d) -> (usize, usize, usize) {
+    (p.c_out, p.out_h * p.out_w, p.c_in * p.kh * p.kw)
+}
+
+/// A square convolution layer at batch 1: `k x k` kernel, padding `k / 2` (what both
+/// networks use), input `h x h`.
+struct Layer {
+    c_in: usize,
+    c_out: usize,
+    h: usize,
+    k: usize,
+    stride: usize,
+    groups: usize,
+}
+
+impl Layer {
+    fn conv(&self) -> Conv2d {
+        let pad = self.k / 2;
+        let out = (self.h + 2 * pad - self.k) / self.stride + 1;
+        Conv2d {
+            batch: 1,
+            c_in: self.c_in,
+            h: self.h,
+            w: self.h,
+            c_out: self.c_out,
+            kh: self.k,
+            kw: self.k,
+            stride: [self.stride; 2],
+            dilation: [1, 1],
+            pad: [pad; 4],
+            groups: self.groups,
+            out_h: out,
+            out_w: out,
+        }
+    }
+
+    /// `k3s2_128-128_56`: kernel, stride, channels in and out, input size.
+    fn name(&self) -> String {
+        format!(
+            "k{}s{}_{}-{}_{}",
+            self.k, self.stride, self.c_in, self.c_out, self.h
+        )
+    }
+}
+
+/// ResNet-50's distinct convolutions as `(c_in, c_out, input size, kernel, stride)`.
+const RESNET50: [(usize, usize, usize, usize, usize); 23] = [
+    // Stem.
+    (3, 64, 224, 7, 2),
+    // layer1, 56x56.
+    (64, 64, 56, 1, 1),
+    (64, 64, 56, 3, 1),
+    (64, 256, 56, 1, 1),
+    (256, 64, 56, 1, 1),
+    // layer2: the first block reduces at 56x56, strides in its 3x3 and its shortcut.
+    (256, 128, 56, 1, 1),
+    (128, 128, 56, 3, 2),
+    (128, 512, 28, 1, 1),
+    (256, 512, 56, 1, 2),
+    (512, 128, 28, 1, 1),
+    (128, 128, 28, 3, 1),
+    // layer3.
+    (512, 256, 28, 1, 1),
+    (256, 256, 28, 3, 2),
+    (256, 1024, 14, 1, 1),
+    (512, 1024, 28, 1, 2),
+    (1024, 256, 14, 1, 1),
+    (256, 256, 14, 3, 1),
+    // layer4.
+    (1024, 512, 14, 1, 1),
+    (512, 512, 14, 3, 2),
+    (512, 2048, 7, 1, 1),
+    (1024, 2048, 14, 1, 2),
+    (2048, 512, 7, 1, 1),
+    (512, 512, 7, 3, 1),
+];
+
+/// MobileNet-v2's distinct depthwise 3x3 convolutions as `(channels, input size, stride)`.
+const MOBILENET_V2_DW: [(usize, usize, usize); 10] = [
+    (32, 112, 1),
+    (96, 112, 2),
+    (144, 56, 1),
+    (144, 56, 2),
+    (192, 28, 1),
+    (192, 28, 2),
+    (384, 14, 1),
+    (576, 14, 1),
+    (576, 14, 2),
+    (960, 7, 1),
+];
+
+/// Every case, in the order they are run and printed.
+pub fn all() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for n in [256, 512, 1024, 2048] {
+        cases.push(Case {
+            name: format!("gemm/{n}"),
+            family: Family::Gemm,
+            op: Op::Gemm { m: n, n, k: n },
+        });
+    }
+    let resnet: Vec<Layer> = RESNET50
+        .iter()
+        .map(|&(c_in, c_out, h, k, stride)| Layer {
+            c_in,
+            c_out,
+            h,
+            k,
+            stride,
+            groups: 1,
+        })
+        .collect();
+    for layer in &resnet {
+        let (m, n, k) = conv_as_gemm(&layer.conv());
+        cases.push(Case {
+            name: format!("resnet50/gemm/{}", layer.name()),
+            family: Family::ResnetGemm,
+            op: Op::Gemm { m, n, k },
+        });
+    }
+    for layer in &resnet {
+        // Batch norm folds into bias, and ReLU fuses into the epilogue, as kiln compiles it.
+        cases.push(Case {
+            name: format!("resnet50/conv2d/{}", layer.name()),
+            family: Family::ResnetConv,
+            op: Op::Conv(layer.conv(), Activation::Relu),
+        });
+    }
+    for &(c, h, stride) in &MOBILENET_V2_DW {
+        let layer = Layer {
+            c_in: c,
+            c_out: c,
+            h,
+            k: 3,
+            stride,
+            groups: c,
+        };
+        cases.push(Case {
+            name: format!("mobilenetv2/dw/{}", layer.name()),
+            family: Family::MobilenetDw,
+            // MobileNet-v2 follows every depthwise convolution with ReLU6.
+            op: Op::Conv(layer.conv(), Activation::Clip { min: 0.0, max: 6.0 }),
+        });
+    }
+    cases
+}
