@@ -378,7 +378,7 @@ impl Lower<'_> {
                 let (pname, pty) = a.param(self, "statistics, like `bn1: norm<16xf32>`")?;
                 let eps_span = a.named_span("eps").unwrap_or(span);
                 let eps = a.float(self, "eps", 1e-5);
-                if eps.is_some_and(|e| !(e > 0.0)) {
+                if eps.is_some_and(|e| e.is_nan() || e <= 0.0) {
                     self.error(eps_span, "batch_norm: `eps` must be positive");
                     return None;
                 }

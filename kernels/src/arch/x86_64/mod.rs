@@ -2,3 +2,4 @@
 
 pub mod avx2;
 pub mod avx512;
+mod simd;

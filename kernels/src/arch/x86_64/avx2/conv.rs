@@ -1,2 +1,72 @@
-//! conv2d (placeholder: the portable kernel until this ISA's is written).
-pub(crate) use crate::arch::portable::conv2d;
+//! conv2d for AVX2 + FMA: every non-depthwise convolution is one GEMM per (image, group) on
+//! the blocked driver in [`super::blis`], with the bias and activation fused into its epilogue.
+//!
+//! Algorithm sketch (the same three branches as the portable kernel, chosen by the same
+//! conditions):
+//!
+//! 1. **Pointwise** (1x1, stride 1, no padding): the group's input planes already are the
+//!    `[c_in/g, h*w]` right-hand matrix, packed straight from the input.
+//! 2. **Depthwise** (one input and one output channel per group): handed to
+//!    [`super::depthwise::depthwise_conv2d`], direct SIMD loops.
+//! 3. **General** (3x3, strided, padded, dilated, grouped): `weights[c_out/g, k] *
+//!    im2col(input)[k, oh*ow]`, where the im2col matrix is never written: the GEMM's packing
+//!    step reads the input through the im2col map ([`super::im2col`]) straight into
+//!    its stack panel. That is one pass over the data instead of two (write im2col, then pack
+//!    it), and it needs no scratch, so `scratch` is unused here (it stays sized by
+//!    [`Conv2d::scratch_len`] for the portable kernel).
+//!
+//! The weights `[c_out, c_in/g, kh, kw]` are already the row-major `[c_out/g, k]` left-hand
+//! matrix of each group; the bias is per row of the GEMM.
+
+use super::gemm::NR;
+use super::im2col::conv2d_gemm;
+use super::lanes::Avx2;
+use crate::{Activation, Conv2d};
+
+/// The GEMM branches for AVX2.
+///
+/// # Safety
+///
+/// AVX2 and FMA are available.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn conv2d_avx2(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    out: &mut [f32],
+) {
+    // SAFETY: AVX2 and FMA are available (this function's contract).
+    unsafe { conv2d_gemm::<Avx2, NR>(Avx2::new(), p, input, weight, bias, act, out) }
+}
+
+/// Convolution; see [`crate::conv2d`]. `scratch` is only used by the depthwise branch's
+/// kernel (the GEMM branches pack from the input directly).
+pub(crate) fn conv2d(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    assert!(
+        p.groups > 0
+            && p.c_in.is_multiple_of(p.groups)
+            && p.c_out.is_multiple_of(p.groups)
+            && p.stride[0] > 0
+            && p.stride[1] > 0
+            && p.dilation[0] > 0
+            && p.dilation[1] > 0,
+        "conv2d: bad parameters {p:?}"
+    );
+    if p.is_depthwise() {
+        super::depthwise::depthwise_conv2d(p, input, weight, bias, act, scratch, out);
+        return;
+    }
+    // SAFETY: only reachable through a table built after detecting avx2 and fma
+    // (crate::table).
+    unsafe { conv2d_avx2(p, input, weight, bias, act, out) }
+}

@@ -5,10 +5,14 @@
 //! the entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
 //! justified by that detection.
 
+pub(super) mod blis;
 mod conv;
 mod depthwise;
 mod eltwise;
 mod gemm;
+pub(super) mod im2col;
+pub(super) mod kern;
+pub(super) mod lanes;
 mod norm;
 mod pool;
 

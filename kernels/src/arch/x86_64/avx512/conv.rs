@@ -1,2 +1,57 @@
-//! conv2d (placeholder: the portable kernel until this ISA's is written).
-pub(crate) use crate::arch::portable::conv2d;
+//! conv2d for AVX-512F: the same strategy as AVX2 (see `avx2::conv`), with the 12 x 32
+//! micro-kernel. Depthwise convolutions go to this ISA's
+//! [`super::depthwise::depthwise_conv2d`]; every other one is a GEMM per (image, group),
+//! pointwise ones on the input as it lies and the rest through the implicit im2col packer
+//! (`avx2::im2col`), with bias and activation in the GEMM's epilogue. `scratch` is only
+//! passed on to the depthwise kernel.
+
+use super::gemm::{Avx512, NR};
+use crate::arch::x86_64::avx2::im2col::conv2d_gemm;
+use crate::{Activation, Conv2d};
+
+/// The GEMM branches for AVX-512.
+///
+/// # Safety
+///
+/// AVX-512F, AVX2 and FMA are available.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn conv2d_avx512(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    out: &mut [f32],
+) {
+    // SAFETY: the features are available (this function's contract).
+    unsafe { conv2d_gemm::<Avx512, NR>(Avx512::new(), p, input, weight, bias, act, out) }
+}
+
+/// Convolution; see [`crate::conv2d`].
+pub(crate) fn conv2d(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    assert!(
+        p.groups > 0
+            && p.c_in.is_multiple_of(p.groups)
+            && p.c_out.is_multiple_of(p.groups)
+            && p.stride[0] > 0
+            && p.stride[1] > 0
+            && p.dilation[0] > 0
+            && p.dilation[1] > 0,
+        "conv2d: bad parameters {p:?}"
+    );
+    if p.is_depthwise() {
+        super::depthwise::depthwise_conv2d(p, input, weight, bias, act, scratch, out);
+        return;
+    }
+    // SAFETY: only reachable through a table built after detecting avx512f, avx2 and fma
+    // (crate::table).
+    unsafe { conv2d_avx512(p, input, weight, bias, act, out) }
+}

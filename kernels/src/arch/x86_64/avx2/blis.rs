@@ -1,0 +1,449 @@
+//! The BLIS-structured GEMM driver shared by the AVX2 and AVX-512 kernels: cache blocking,
+//! packing into bounded stack buffers, and the loops that hand register tiles to an ISA's
+//! micro-kernels.
+//!
+//! Algorithm sketch (`C[m, n] = epilogue(A[m, k] * B[k, n])`, all row-major):
+//!
+//! ```text
+//! for jc in 0..n step NC:                          // a column panel of B and C
+//!     for pc in 0..k step kc (kc <= KC):           // a depth block
+//!         pack B[pc.., jc..] -> panel              // kc x nc: NR-wide micro-panels, then
+//!                                                  //   the ragged tail columns transposed
+//!         for ir in 0..m step MR (tails balanced): // a sliver of A's rows (L1)
+//!             sliver = A[ir.., pc..], copied if its rows would collide in cache
+//!             for each NR-wide micro-panel:        // streams from L2
+//!                 C[ir.., j..] (+)= sliver * micro-panel       // the micro-kernel
+//!             C[ir.., tail] (+)= dots of sliver rows and tail columns
+//! ```
+//!
+//! Why this shape. The vectors run along `n` (rows of `B` and `C` are contiguous), so `B` is
+//! the operand that is packed: an `NR`-wide micro-panel becomes one aligned, contiguous stream
+//! whatever `B`'s real layout is (row-major, the transpose of a weight matrix, or an image seen
+//! through the im2col map, so a convolution never materialises its im2col matrix). `A` is only
+//! broadcast, one element per row and step, so its sliver is read where it lies unless its
+//! row stride would put the rows in the same few L1 sets (a multiple of 4 KiB, as in a
+//! 1024-wide GEMM); then it is copied to a contiguous buffer first. The sliver is reused from
+//! L1 across the whole panel, so re-reading it once per column panel costs little
+//! (`1 / (2 NC)` loads per flop), which lets the panel be narrow enough to live on the stack:
+//! [`PANEL_LEN`] floats plus the sliver buffer, about 210 KiB in all, no heap. The next
+//! sliver's rows are prefetched during the last tile of the current one, and the packers
+//! prefetch the rows of `B` they will read next: both are streams of short bursts far apart in
+//! memory that the hardware prefetchers pick up too late.
+//!
+//! Tails. Rows: the last `MR + r` rows are split into two nearly equal slivers, so no tile has
+//! only one or two rows (too few accumulators to hide the FMA latency). Columns: computing a
+//! full `NR`-wide tile for a ragged remainder would waste most of its lanes (a 49-wide output
+//! leaves one column in the last tile), so the packer stores the last `nc % NR` columns
+//! transposed, each contiguous in `k`, and the driver computes them as dot products of sliver
+//! rows and those columns, vectorised along `k`, which wastes nothing.
+//!
+//! `k` is split into equal blocks of at most `KC`. The first block overwrites `C`, later ones
+//! add to it, and only the last applies the epilogue (bias and activation, with exactly the
+//! semantics of [`Activation::apply`]) while the tile is still in registers.
+
+use core::mem::MaybeUninit;
+
+use crate::Activation;
+
+/// Depth of a packed block (the `k` extent of one micro-kernel call). The sliver, `MR x KC`
+/// (9 KiB for AVX2, 18 KiB for AVX-512), stays in L1 while the micro-panels stream from L2.
+/// Deeper blocks mean fewer passes over C (each depth block after the first reads C back)
+/// and less per-call overhead; measured on Zen 3, 384 beat 256 and 512 (with the panel's
+/// size fixed, a deeper block is a narrower panel, and A is copied once per panel).
+pub(crate) const KC: usize = 384;
+
+/// Columns of one packed panel: a multiple of both ISAs' `NR` (16 and 32).
+pub(crate) const NC: usize = 128;
+
+/// Floats in the packed-panel stack buffer, 192 KiB. Model code may run on threads with small
+/// stacks, so this, the sliver (18 KiB) and the convolution packer's row (512 bytes) are the
+/// whole stack cost of a GEMM, about 211 KiB, plus locals.
+pub(crate) const PANEL_LEN: usize = KC * NC;
+
+/// The largest `MR` of any micro-kernel, for the sliver buffer.
+const MR_MAX: usize = 12;
+
+/// The stack buffer for one packed panel, aligned to a cache line so every micro-panel row
+/// (`NR` floats, a multiple of 64 bytes) starts on one.
+#[repr(C, align(64))]
+struct PanelBuf([MaybeUninit<f32>; PANEL_LEN]);
+
+/// The stack buffer for one sliver of `A`.
+#[repr(C, align(64))]
+struct SliverBuf([f32; MR_MAX * KC]);
+
+/// How the epilogue's bias is indexed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Bias<'a> {
+    /// No bias.
+    None,
+    /// One value per row of `C` (a convolution's output channel).
+    Row(&'a [f32]),
+    /// One value per column of `C` (a dense layer's output feature).
+    Col(&'a [f32]),
+}
+
+/// A tile's view of the bias: a pointer to the value for its first row or column.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TileBias {
+    None,
+    Row(*const f32),
+    Col(*const f32),
+}
+
+impl TileBias {
+    /// The bias of element `(i, j)` of the tile.
+    ///
+    /// # Safety
+    ///
+    /// `i` / `j` is inside the tile's rows / columns (the pointer covers them).
+    #[inline(always)]
+    pub(crate) unsafe fn at(self, i: usize, j: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match self {
+                TileBias::None => 0.0,
+                TileBias::Row(p) => *p.add(i),
+                TileBias::Col(p) => *p.add(j),
+            }
+        }
+    }
+}
+
+/// One call of a micro-kernel on `rows` rows of `C` and some of its columns, for one depth
+/// block, then, on the last block, the epilogue.
+#[derive(Debug)]
+pub(crate) struct Tile {
+    /// Depth of this block (may be 0: then the tile is just the epilogue of zeros).
+    pub kc: usize,
+    /// The sliver: `A[i, p]` is at `a + i * lda + p`.
+    pub a: *const f32,
+    pub lda: usize,
+    /// If not null, `MR` rows of `A` (at stride `lda_next`, `kc` long) to prefetch for the
+    /// next sliver's copy; never read.
+    pub a_next: *const f32,
+    pub lda_next: usize,
+    /// The packed right-hand side. For [`MicroKernel::tile`], an aligned `kc x NR` micro-panel
+    /// (`B[p, j]` at `b + p * NR + j`); for [`MicroKernel::dots`], `cols` columns each
+    /// contiguous (`B[p, j]` at `b + j * kc + p`).
+    pub b: *const f32,
+    /// `C[i, j]` is at `c + i * ldc + j`.
+    pub c: *mut f32,
+    pub ldc: usize,
+    /// `1..=MR` rows of `C`.
+    pub rows: usize,
+    /// Columns of `C`: `NR` for `tile`, `1..NR` for `dots`.
+    pub cols: usize,
+    /// Add to `C` (every depth block but the first) instead of overwriting it.
+    pub accumulate: bool,
+    /// Apply `bias` and `act` (the last depth block only).
+    pub last: bool,
+    pub bias: TileBias,
+    pub act: Activation,
+}
+
+/// An ISA's register-blocked micro-kernels.
+///
+/// `NR` is the number of columns of `C` per full tile (vector lanes times vectors per row); it
+/// is a parameter of the trait rather than an associated constant so that the packing code
+/// can be specialised on it.
+pub(crate) trait MicroKernel<const NR: usize> {
+    /// Rows of `C` per tile (broadcasts of `A`).
+    const MR: usize;
+
+    /// Runs one full-width tile: `C[0..rows, 0..NR] (+)= A * B`, then the epilogue.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has the ISA's features, and every pointer in `t` is valid for the elements the
+    /// fields say it covers (`rows x kc` of the sliver, `kc x NR` of `B`, `rows x NR` of `C`,
+    /// `rows` or `NR` bias values).
+    unsafe fn tile(t: &Tile);
+
+    /// Runs the ragged columns: `C[0..rows, 0..cols] (+)= A * B` as dot products, then the
+    /// epilogue.
+    ///
+    /// # Safety
+    ///
+    /// As for [`tile`](Self::tile), with `B` holding `cols` contiguous columns of `kc` floats
+    /// and `cols` columns of `C` (and bias values).
+    unsafe fn dots(t: &Tile);
+}
+
+/// Writes one row `p` (`row`, `nc` values) of a `kc x nc` panel into the packed layout: the
+/// `nc / NR` full micro-panels (`dst[q * kc * NR + p * NR + j]`), then the `nc % NR` tail
+/// columns transposed (`dst[full * kc * NR + j * kc + p]`).
+#[inline(always)]
+pub(crate) fn scatter_row<const NR: usize>(row: &[f32], p: usize, kc: usize, dst: &mut [f32]) {
+    let full = row.len() / NR;
+    let (body, tail) = row.split_at(full * NR);
+    for (q, piece) in body.chunks_exact(NR).enumerate() {
+        dst[q * kc * NR + p * NR..][..NR].copy_from_slice(piece);
+    }
+    let base = full * kc * NR + p;
+    for (j, &x) in tail.iter().enumerate() {
+        dst[base + j * kc] = x;
+    }
+}
+
+/// Hints that the cache line at `p` will be read soon.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const f32) {
+    // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never faults, whatever the
+    // address.
+    unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast()) }
+}
+
+/// Length of the packed layout of a `kc x nc` panel.
+#[inline(always)]
+pub(crate) const fn packed_len(kc: usize, nc: usize) -> usize {
+    kc * nc
+}
+
+/// A source of the right-hand matrix `B[k, n]` that knows how to pack itself.
+pub(crate) trait PackB {
+    /// Writes `B[pc..pc + kc, jc..jc + nc]` into `dst` (exactly [`packed_len`] long) in the
+    /// layout of [`scatter_row`].
+    fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]);
+}
+
+/// `B` stored row-major: `B[p, j] = data[p * ld + j]` (a plain GEMM, a 1x1 convolution).
+#[derive(Debug)]
+pub(crate) struct RowMajor<'a> {
+    pub data: &'a [f32],
+    pub ld: usize,
+}
+
+impl PackB for RowMajor<'_> {
+    #[inline(always)]
+    fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]) {
+        // Row by row of B. The rows are far apart (a whole image plane for a 1x1
+        // convolution), so each is a short burst the hardware prefetcher barely notices:
+        // fetch a few rows ahead by hand.
+        const AHEAD: usize = 6;
+        for p in 0..kc {
+            if p + AHEAD < kc {
+                let ahead = self.data[(pc + p + AHEAD) * self.ld + jc..][..nc].as_ptr();
+                for l in (0..nc).step_by(16) {
+                    prefetch(ahead.wrapping_add(l));
+                }
+            }
+            scatter_row::<NR>(&self.data[(pc + p) * self.ld + jc..][..nc], p, kc, dst);
+        }
+    }
+}
+
+/// `B` stored transposed: `B[p, j] = data[j * ld + p]` (a dense layer's `[n_out, n_in]`
+/// weights used as the right-hand side).
+#[derive(Debug)]
+pub(crate) struct ColMajor<'a> {
+    pub data: &'a [f32],
+    pub ld: usize,
+}
+
+impl PackB for ColMajor<'_> {
+    #[inline(always)]
+    fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]) {
+        let full = nc / NR;
+        // Full micro-panels: column by column of B (a contiguous row of the weights),
+        // scattered down the panel.
+        for jj in 0..full * NR {
+            let (q, j) = (jj / NR, jj % NR);
+            let src = &self.data[(jc + jj) * self.ld + pc..][..kc];
+            let panel = &mut dst[q * kc * NR..][..kc * NR];
+            for (row, &x) in panel.chunks_exact_mut(NR).zip(src) {
+                row[j] = x;
+            }
+        }
+        // The tail is stored transposed, which for this source is a plain copy.
+        for j in 0..nc % NR {
+            let jj = full * NR + j;
+            dst[full * kc * NR + j * kc..][..kc]
+                .copy_from_slice(&self.data[(jc + jj) * self.ld + pc..][..kc]);
+        }
+    }
+}
+
+/// The operands of one GEMM call.
+#[derive(Debug)]
+pub(crate) struct Gemm<'a> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// `A[i, p] = a[i * lda + p]`.
+    pub a: &'a [f32],
+    pub lda: usize,
+    /// `C[i, j] = c[i * ldc + j]`.
+    pub c: &'a mut [f32],
+    pub ldc: usize,
+    pub bias: Bias<'a>,
+    pub act: Activation,
+}
+
+/// Rows of the sliver starting at row `ir` of `m`: `mr`, except that the last `mr + r`
+/// rows (`0 < r < mr`) are split into two nearly equal slivers.
+#[inline(always)]
+fn sliver_rows(m: usize, ir: usize, mr: usize) -> usize {
+    let left = m - ir;
+    if left >= 2 * mr || left <= mr {
+        left.min(mr)
+    } else {
+        left.div_ceil(2)
+    }
+}
+
+/// Whether `mr` rows of `A` at stride `lda` floats, read `KC` floats at a time, would crowd
+/// into the same L1 sets (more than half of the 8 ways of some set) if used in place. A row
+/// stride that is a multiple of 4 KiB puts every row's line `l` in the same set; most
+/// convolution strides (`c_in * 9`, `c_in`) spread the rows out and are read where they lie.
+fn rows_collide(lda: usize, mr: usize) -> bool {
+    // 64 sets of 64-byte lines: set = (byte address / 64) % 64.
+    let mut occupancy = [0u8; 64];
+    let lines = KC / 16;
+    for r in 0..mr {
+        let start = (r * lda / 16) % 64;
+        for l in 0..lines.min(64) {
+            occupancy[(start + l) % 64] += 1;
+        }
+    }
+    occupancy.iter().any(|&o| o > 4)
+}
+
+/// Runs the blocked GEMM with micro-kernel `K`.
+///
+/// Panics if a slice is too short for its dimensions (so the raw pointers handed to the
+/// micro-kernel are in bounds).
+///
+/// # Safety
+///
+/// The CPU has every feature `K` needs. The function is `inline(always)` so that it is
+/// compiled inside the caller's `#[target_feature]` function.
+#[inline(always)]
+pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm<'_>, b: &B) {
+    let Gemm {
+        m,
+        n,
+        k,
+        a,
+        lda,
+        c,
+        ldc,
+        bias,
+        act,
+    } = g;
+    if m == 0 || n == 0 {
+        return;
+    }
+    // Real checks, not debug ones: the micro-kernels work on raw pointers derived from these.
+    assert!(
+        lda >= k && a.len() >= (m - 1) * lda + k,
+        "gemm: a too short"
+    );
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "gemm: c too short"
+    );
+    match bias {
+        Bias::None => {}
+        Bias::Row(v) => assert!(v.len() >= m, "gemm: bias too short"),
+        Bias::Col(v) => assert!(v.len() >= n, "gemm: bias too short"),
+    }
+    let mr = K::MR;
+    assert!(mr <= MR_MAX && NC.is_multiple_of(NR));
+
+    // Equal depth blocks of at most KC; k = 0 still runs one (empty) block so that C gets
+    // its zeros and epilogue.
+    let blocks = k.div_ceil(KC).max(1);
+    let kc_step = k.div_ceil(blocks);
+
+    let mut panel_buf = MaybeUninit::<PanelBuf>::uninit();
+    // Only the prefix any panel of this call uses is initialised, once: every packer then
+    // overwrites all of its panel, so no stale value is ever read.
+    let used = packed_len(kc_step, NC.min(n));
+    // SAFETY: `used <= KC * NC = PANEL_LEN` floats fit the buffer; zeroing them makes the
+    // slice initialised, so the safe packing code can write through it.
+    let panel_all = unsafe {
+        let p = panel_buf.as_mut_ptr().cast::<f32>();
+        core::ptr::write_bytes(p, 0, used);
+        core::slice::from_raw_parts_mut(p, used)
+    };
+    let mut sliver_buf = SliverBuf([0.0; MR_MAX * KC]);
+    let copy_a = rows_collide(lda, mr);
+    let a_ptr = a.as_ptr();
+    let c_ptr = c.as_mut_ptr();
+
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let full = nc / NR;
+        let tail = nc % NR;
+        for blk in 0..blocks {
+            let pc = blk * kc_step;
+            let kc = kc_step.min(k - pc);
+            let panel = &mut panel_all[..packed_len(kc, nc)];
+            b.pack::<NR>(pc, kc, jc, nc, panel);
+            let panel = panel.as_ptr();
+            let sliver = &mut sliver_buf.0;
+            let mut ir = 0;
+            while ir < m {
+                let rows = sliver_rows(m, ir, mr);
+                let (sliver_ptr, sliver_ld) = if copy_a {
+                    for r in 0..rows {
+                        sliver[r * kc..][..kc].copy_from_slice(&a[(ir + r) * lda + pc..][..kc]);
+                    }
+                    (sliver.as_ptr(), kc)
+                } else {
+                    (a_ptr.wrapping_add(ir * lda + pc), lda)
+                };
+                let next = ir + rows;
+                let calls = full + usize::from(tail > 0);
+                for q in 0..calls {
+                    let j = jc + q * NR;
+                    let t = Tile {
+                        kc,
+                        a: sliver_ptr,
+                        lda: sliver_ld,
+                        // During the last full tile on this sliver (or the ragged part if
+                        // there is no full tile), fetch the next sliver's rows for the copy
+                        // that follows.
+                        a_next: if q + 1 == full.max(1) && next < m {
+                            a_ptr.wrapping_add(next * lda + pc)
+                        } else {
+                            core::ptr::null()
+                        },
+                        lda_next: lda,
+                        b: panel.wrapping_add(q * kc * NR),
+                        c: c_ptr.wrapping_add(ir * ldc + j),
+                        ldc,
+                        rows,
+                        cols: if q < full { NR } else { tail },
+                        accumulate: blk > 0,
+                        last: blk + 1 == blocks,
+                        bias: match bias {
+                            Bias::Row(v) => TileBias::Row(v[ir..].as_ptr()),
+                            Bias::Col(v) => TileBias::Col(v[j..].as_ptr()),
+                            Bias::None => TileBias::None,
+                        },
+                        act,
+                    };
+                    // SAFETY: the caller guarantees the CPU features. The sliver holds
+                    // `rows x kc` floats at stride `sliver_ld` (the copy, or rows
+                    // `ir..ir + rows`, columns `pc..pc + kc` of A, checked above); rows
+                    // `ir..ir + rows` and columns `j..j + cols` of C are inside the slice
+                    // checked above; the micro-panel (`kc x NR`) or the tail (`tail x kc`) is
+                    // inside `panel`; the bias slices were checked to cover m / n. `a_next` is
+                    // only prefetched.
+                    unsafe {
+                        if q < full {
+                            K::tile(&t);
+                        } else {
+                            K::dots(&t);
+                        }
+                    }
+                }
+                ir = next;
+            }
+        }
+        jc += nc;
+    }
+}

@@ -1,0 +1,310 @@
+//! Pooling: [`max_pool2d`], [`avg_pool2d`] (horizontal stride 1 or 2; other strides use the
+//! portable kernel) and [`global_avg_pool`].
+//!
+//! Algorithm sketch. For every output row, the window's input rows are clipped to the image
+//! once. The output columns whose whole window (as the vector loads read it) lies inside the
+//! row are computed a vector at a time: for each window row and each window column, one
+//! vector of inputs (stride 1: an unaligned load; stride 2: the even or odd half of two
+//! deinterleaved loads, see [`Simd::deinterleave`]) is folded into the accumulator. The last
+//! vector of that range is shifted left to end at its last column instead of leaving a scalar
+//! remainder. The few columns that touch the left/right padding go through scalar code that
+//! is the portable kernel's definition.
+//!
+//! Every lane folds its window in the portable kernel's order (rows, then columns), so the
+//! results are bit-identical to it: average pooling adds from `0.0` in the same order and
+//! divides by the same count (the window clipped to the image, or to the padded image with
+//! `count_include_pad`; uniform across a row's vectorised columns, which are never in the
+//! padding), and max pooling keeps the same element among equals. Max pooling propagates NaN
+//! like the reference: `x > m ? x : m` ignores a NaN, so the NaN lanes are tracked in a mask
+//! and written as NaN at the end.
+//!
+//! Global average pooling sums each plane with four vector accumulators (reassociated, so it
+//! agrees with the portable kernel to rounding, not bit for bit).
+
+use core::ops::Range;
+
+use super::vector::Simd;
+use crate::arch::portable;
+use crate::Pool2d;
+
+/// How one kind of pooling folds a window, vector-wise and scalar-wise.
+trait Reduce<S: Simd>: Copy {
+    type Acc: Copy;
+    fn init(self, s: S) -> Self::Acc;
+    fn step(self, s: S, acc: Self::Acc, x: S::V) -> Self::Acc;
+    /// The result for a window of `rows` clipped rows (`padded_rows` within the padded
+    /// input) and `kw` in-image columns.
+    fn finish(self, s: S, acc: Self::Acc, rows: usize, padded_rows: usize, kw: usize) -> S::V;
+    /// The portable kernel's definition for one output (used at the borders).
+    fn scalar(
+        self,
+        src: &[f32],
+        w: usize,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        padded: usize,
+    ) -> f32;
+}
+
+#[derive(Clone, Copy)]
+struct Max;
+
+impl<S: Simd> Reduce<S> for Max {
+    type Acc = (S::V, S::M);
+    #[inline(always)]
+    fn init(self, s: S) -> Self::Acc {
+        let m = s.splat(f32::NEG_INFINITY);
+        (m, s.is_nan(m))
+    }
+    #[inline(always)]
+    fn step(self, s: S, (m, nan): Self::Acc, x: S::V) -> Self::Acc {
+        (s.max(x, m), s.mask_or(nan, s.is_nan(x)))
+    }
+    #[inline(always)]
+    fn finish(self, s: S, (m, nan): Self::Acc, _: usize, _: usize, _: usize) -> S::V {
+        s.select(nan, s.splat(f32::NAN), m)
+    }
+    #[inline(always)]
+    fn scalar(
+        self,
+        src: &[f32],
+        w: usize,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        _: usize,
+    ) -> f32 {
+        let mut m = f32::NEG_INFINITY;
+        for iy in rows {
+            for &x in &src[iy * w + cols.start..iy * w + cols.end] {
+                if x > m || x.is_nan() {
+                    m = x;
+                }
+            }
+        }
+        m
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Avg {
+    include_pad: bool,
+}
+
+impl<S: Simd> Reduce<S> for Avg {
+    type Acc = S::V;
+    #[inline(always)]
+    fn init(self, s: S) -> S::V {
+        s.zero()
+    }
+    #[inline(always)]
+    fn step(self, s: S, acc: S::V, x: S::V) -> S::V {
+        s.add(acc, x)
+    }
+    #[inline(always)]
+    fn finish(self, s: S, acc: S::V, rows: usize, padded_rows: usize, kw: usize) -> S::V {
+        let count = if self.include_pad { padded_rows } else { rows } * kw;
+        if count == 0 {
+            s.zero()
+        } else {
+            s.div(acc, s.splat(count as f32))
+        }
+    }
+    #[inline(always)]
+    fn scalar(
+        self,
+        src: &[f32],
+        w: usize,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        padded: usize,
+    ) -> f32 {
+        let count = if self.include_pad {
+            padded
+        } else {
+            rows.len() * cols.len()
+        };
+        if count == 0 {
+            return 0.0;
+        }
+        let mut sum = 0.0f32;
+        for iy in rows {
+            for &x in &src[iy * w + cols.start..iy * w + cols.end] {
+                sum += x;
+            }
+        }
+        sum / count as f32
+    }
+}
+
+/// Max pooling; padding never wins and NaN propagates (see [`portable::max_pool2d`]).
+#[inline(always)]
+pub(crate) fn max_pool2d<S: Simd>(s: S, p: &Pool2d, input: &[f32], out: &mut [f32]) {
+    if !pool(s, Max, p, input, out) {
+        portable::max_pool2d(p, input, out);
+    }
+}
+
+/// Average pooling (see [`portable::avg_pool2d`] for the divisor).
+#[inline(always)]
+pub(crate) fn avg_pool2d<S: Simd>(s: S, p: &Pool2d, input: &[f32], out: &mut [f32]) {
+    let avg = Avg {
+        include_pad: p.count_include_pad,
+    };
+    if !pool(s, avg, p, input, out) {
+        portable::avg_pool2d(p, input, out);
+    }
+}
+
+/// The window of output `o` clipped to the input, as input coordinates, and its length clipped
+/// to the padded input (the portable kernel's definition).
+#[inline(always)]
+fn window(
+    o: usize,
+    stride: usize,
+    k: usize,
+    pad_before: usize,
+    in_len: usize,
+    pad_after: usize,
+) -> (Range<usize>, usize) {
+    let start = o * stride;
+    let end = start + k;
+    let padded_end = end.min(pad_before + in_len + pad_after);
+    let padded_len = padded_end.saturating_sub(start);
+    let lo = start.max(pad_before).min(pad_before + in_len) - pad_before;
+    let hi = end.min(pad_before + in_len).max(pad_before) - pad_before;
+    (lo..hi.max(lo), padded_len)
+}
+
+/// Runs the pooling, or returns `false` (having written nothing) for shapes it does not
+/// handle: a horizontal stride other than 1 or 2, an empty window, or sizes whose arithmetic
+/// could overflow.
+#[inline(always)]
+fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut [f32]) -> bool {
+    let [sh, sw] = p.stride;
+    let [pt, pl, pb, pr] = p.pad;
+    const LIMIT: usize = 1 << 40;
+    let dims = [p.h, p.w, p.kh, p.kw, sh, p.out_h, p.out_w, pt, pl, pb, pr];
+    if !(sw == 1 || sw == 2)
+        || sh == 0
+        || p.kh == 0
+        || p.kw == 0
+        || dims.iter().any(|&d| d >= LIMIT)
+    {
+        return false;
+    }
+    let planes = p.batch.checked_mul(p.channels);
+    let Some((in_plane, out_plane, planes)) = planes.and_then(|n| {
+        let i = p.h.checked_mul(p.w)?;
+        let o = p.out_h.checked_mul(p.out_w)?;
+        n.checked_mul(i)?;
+        n.checked_mul(o)?;
+        Some((i, o, n))
+    }) else {
+        return false;
+    };
+    if out_plane == 0 {
+        return true;
+    }
+    let (w, kw, ow) = (p.w, p.kw, p.out_w);
+    let l = S::LANES;
+    // Input columns one vector of outputs reads, from its first window's first column.
+    let reads = if sw == 1 {
+        kw - 1 + l
+    } else {
+        2 * (kw.div_ceil(2) - 1) + 2 * l
+    };
+    // Vector chunks start in `first..=last`: no left padding, no read past the row, no
+    // output past the row.
+    let first = pl.div_ceil(sw);
+    let last = if w + pl >= reads && ow >= l {
+        Some(((w + pl - reads) / sw).min(ow - l))
+    } else {
+        None
+    };
+    let (vec_lo, vec_hi) = match last {
+        Some(last) if last >= first => (first, last + l),
+        _ => (0, 0),
+    };
+    let input = &input[..planes * in_plane];
+    let out = &mut out[..planes * out_plane];
+    for (i, dst) in out.chunks_exact_mut(out_plane).enumerate() {
+        let src = &input[i * in_plane..][..in_plane];
+        for (oy, line) in dst.chunks_exact_mut(ow).enumerate() {
+            let (rows, ph) = window(oy, sh, p.kh, pt, p.h, pb);
+            let scalar_cols = (0..vec_lo.min(ow)).chain(vec_hi.max(vec_lo)..ow);
+            for ox in scalar_cols {
+                let (cols, pw) = window(ox, sw, kw, pl, w, pr);
+                line[ox] = r.scalar(src, w, rows.clone(), cols, ph * pw);
+            }
+            let mut ox0 = vec_lo;
+            while ox0 < vec_hi {
+                // The last vector ends exactly at `vec_hi`, overlapping the previous one.
+                let start = ox0.min(vec_hi - l);
+                let x0 = start * sw - pl;
+                let mut acc = r.init(s);
+                for iy in rows.clone() {
+                    let row = &src[iy * w..][..w];
+                    if sw == 1 {
+                        for kx in 0..kw {
+                            acc = r.step(s, acc, s.load(&row[x0 + kx..]));
+                        }
+                    } else {
+                        for pair in 0..kw.div_ceil(2) {
+                            let at = x0 + 2 * pair;
+                            let (even, odd) =
+                                s.deinterleave(s.load(&row[at..]), s.load(&row[at + l..]));
+                            acc = r.step(s, acc, even);
+                            if 2 * pair + 1 < kw {
+                                acc = r.step(s, acc, odd);
+                            }
+                        }
+                    }
+                }
+                let v = r.finish(s, acc, rows.len(), ph, kw);
+                let v = if sw == 2 { s.unpermute(v) } else { v };
+                s.store(&mut line[start..], v);
+                ox0 += l;
+            }
+        }
+    }
+    true
+}
+
+/// `out[n, c] = mean(input[n, c, :])` over `spatial` elements (0 if `spatial` is 0).
+#[inline(always)]
+pub(crate) fn global_avg_pool<S: Simd>(
+    s: S,
+    batch: usize,
+    channels: usize,
+    spatial: usize,
+    input: &[f32],
+    out: &mut [f32],
+) {
+    let planes = batch * channels;
+    let out = &mut out[..planes];
+    if spatial == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let l = S::LANES;
+    for (y, plane) in out
+        .iter_mut()
+        .zip(input[..planes * spatial].chunks_exact(spatial))
+    {
+        let mut acc = [s.zero(); 4];
+        let mut chunks = plane.chunks_exact(4 * l);
+        for c in &mut chunks {
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = s.add(*a, s.load(&c[j * l..]));
+            }
+        }
+        let rest = chunks.remainder();
+        let mut vecs = rest.chunks_exact(l);
+        for c in &mut vecs {
+            acc[0] = s.add(acc[0], s.load(c));
+        }
+        acc[1] = s.add(acc[1], s.load_partial(vecs.remainder()));
+        let total = s.add(s.add(acc[0], acc[1]), s.add(acc[2], acc[3]));
+        *y = s.reduce_add(total) / spatial as f32;
+    }
+}

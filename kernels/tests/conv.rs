@@ -1,0 +1,283 @@
+#![cfg(feature = "std")]
+//! Every ISA's `conv2d` against the portable reference on random convolutions.
+//!
+//! The strategy draws every branch the kernels distinguish: pointwise (1x1, stride 1, no
+//! padding), depthwise (one channel per group, with and without a channel multiplier), and the
+//! general im2col-style path with 3x3 and rectangular kernels, strides, dilations, asymmetric
+//! padding, groups and batches; output sizes are the standard ones or one larger (ceil-mode
+//! shape rules read extra padding). Channel counts and plane sizes are not multiples of the
+//! register blocks, so row slivers and ragged column tails are exercised. Each case runs with
+//! and without a bias and with a random activation. Results must match `PORTABLE` to a relative
+//! 1e-4 (the accumulation order differs).
+
+use kiln_kernels::{for_isa, Activation, Conv2d, Isa, Kernels, PORTABLE};
+use proptest::prelude::*;
+use std::sync::Mutex;
+
+/// The tables this CPU can run, other than the reference. Prints, once per test, which ISAs
+/// ran and which were skipped (not available on this CPU), so a CI log shows what was proved.
+fn isas(test: &'static str) -> Vec<Kernels> {
+    static REPORTED: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    let (ran, skipped): (Vec<Isa>, Vec<Isa>) = Isa::ALL
+        .into_iter()
+        .filter(|&isa| isa != Isa::Portable)
+        .partition(|isa| isa.is_available());
+    let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    if !reported.contains(&test) {
+        reported.push(test);
+        println!("{test}: ran: {ran:?} skipped: {skipped:?}");
+    }
+    ran.into_iter().filter_map(for_isa).collect()
+}
+
+/// Deterministic data in [-1, 1) from a seed.
+fn data(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed ^ 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+const ACTS: [Activation; 6] = [
+    Activation::None,
+    Activation::Relu,
+    Activation::Clip {
+        min: -0.5,
+        max: 0.75,
+    },
+    Activation::LeakyRelu { alpha: 0.1 },
+    Activation::Sigmoid,
+    Activation::Tanh,
+];
+
+/// A convolution description before its output size is derived.
+#[derive(Clone, Debug)]
+struct Case {
+    batch: usize,
+    groups: usize,
+    cig: usize,
+    cog: usize,
+    h: usize,
+    w: usize,
+    k: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pad: [usize; 4],
+    /// Ask for one more output row/column than the standard formula.
+    bigger: bool,
+}
+
+impl Case {
+    /// The parameters, or `None` if the kernel does not fit the padded input.
+    fn conv(&self) -> Option<Conv2d> {
+        // A 1x1 stride-1 unpadded convolution maps the input plane onto itself; a bigger
+        // output is not a valid request for it.
+        let pointwise = self.k == [1, 1] && self.stride == [1, 1] && self.pad == [0; 4];
+        let extra = usize::from(self.bigger && !pointwise);
+        let out = |input: usize, k: usize, s: usize, d: usize, pads: usize| {
+            let span = d * (k - 1) + 1;
+            (input + pads >= span).then(|| (input + pads - span) / s + 1 + extra)
+        };
+        Some(Conv2d {
+            batch: self.batch,
+            c_in: self.cig * self.groups,
+            h: self.h,
+            w: self.w,
+            c_out: self.cog * self.groups,
+            kh: self.k[0],
+            kw: self.k[1],
+            stride: self.stride,
+            dilation: self.dilation,
+            pad: self.pad,
+            groups: self.groups,
+            out_h: out(
+                self.h,
+                self.k[0],
+                self.stride[0],
+                self.dilation[0],
+                self.pad[0] + self.pad[2],
+            )?,
+            out_w: out(
+                self.w,
+                self.k[1],
+                self.stride[1],
+                self.dilation[1],
+                self.pad[1] + self.pad[3],
+            )?,
+        })
+    }
+}
+
+/// Pointwise, depthwise and general convolutions in roughly equal measure.
+fn case() -> impl Strategy<Value = Case> {
+    let general = (
+        1..=2usize,
+        1..=3usize,
+        1..=9usize,
+        1..=20usize,
+        1..=12usize,
+        1..=12usize,
+        prop_oneof![
+            Just([3, 3]),
+            Just([1, 1]),
+            (1..=5usize, 1..=5usize).prop_map(|(a, b)| [a, b])
+        ],
+        prop_oneof![
+            Just([1, 1]),
+            Just([2, 2]),
+            (1..=3usize, 1..=3usize).prop_map(|(a, b)| [a, b])
+        ],
+        prop_oneof![3 => Just([1, 1]), 1 => (1..=2usize, 1..=3usize).prop_map(|(a, b)| [a, b])],
+        prop_oneof![
+            Just([1; 4]),
+            Just([0; 4]),
+            [0..=3usize, 0..=3usize, 0..=3usize, 0..=3usize]
+        ],
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(batch, groups, cig, cog, h, w, k, stride, dilation, pad, bigger)| Case {
+                batch,
+                groups,
+                cig,
+                cog,
+                h,
+                w,
+                k,
+                stride,
+                dilation,
+                pad,
+                bigger,
+            },
+        );
+    let pointwise = (
+        1..=2usize,
+        1..=2usize,
+        1..=20usize,
+        1..=20usize,
+        1..=15usize,
+        1..=15usize,
+    )
+        .prop_map(|(batch, groups, cig, cog, h, w)| Case {
+            batch,
+            groups,
+            cig,
+            cog,
+            h,
+            w,
+            k: [1, 1],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [0; 4],
+            bigger: false,
+        });
+    let depthwise = (
+        1..=2usize,
+        1..=6usize,
+        1..=2usize,
+        3..=10usize,
+        3..=10usize,
+        prop_oneof![Just(3), Just(5)],
+        1..=2usize,
+        0..=2usize,
+    )
+        .prop_map(|(batch, groups, cog, h, w, k, s, pad)| Case {
+            batch,
+            groups,
+            cig: 1,
+            cog,
+            h,
+            w,
+            k: [k, k],
+            stride: [s, s],
+            dilation: [1, 1],
+            pad: [pad; 4],
+            bigger: false,
+        });
+    prop_oneof![2 => general, 1 => pointwise, 1 => depthwise]
+}
+
+fn check(p: &Conv2d, with_bias: bool, act: Activation, seed: u64) -> Result<(), TestCaseError> {
+    let input = data(p.batch * p.c_in * p.h * p.w, seed);
+    let weight = data(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, seed ^ 1);
+    let bias = data(p.c_out, seed ^ 2);
+    let bias = with_bias.then_some(&bias[..]);
+    let out_len = p.batch * p.c_out * p.out_h * p.out_w;
+    let mut scratch = vec![f32::NAN; p.scratch_len()];
+    // One element past the output must survive.
+    let mut want = vec![7.0f32; out_len + 1];
+    (PORTABLE.conv2d)(p, &input, &weight, bias, act, &mut scratch, &mut want);
+    for kt in isas("conv2d") {
+        // Stale scratch must not leak into the result: start it as NaN.
+        let mut scratch = vec![f32::NAN; p.scratch_len()];
+        let mut got = vec![7.0f32; out_len + 1];
+        (kt.conv2d)(p, &input, &weight, bias, act, &mut scratch, &mut got);
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let tol = 1e-4 * w.abs().max(1.0);
+            prop_assert!(
+                (g - w).abs() <= tol,
+                "{:?} {:?} bias {} {:?}: [{}] got {} want {}",
+                kt.isa,
+                p,
+                with_bias,
+                act,
+                i,
+                g,
+                w
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    #[test]
+    fn conv2d_matches_portable(
+        case in case(),
+        with_bias in any::<bool>(),
+        act in 0..ACTS.len(),
+        seed in any::<u64>(),
+    ) {
+        let Some(p) = case.conv() else { return Ok(()) };
+        check(&p, with_bias, ACTS[act], seed)?;
+    }
+}
+
+/// Shapes past the GEMM's cache blocks (several depth blocks and column panels, 7x7 planes
+/// with a ragged tail), which random cases reach only rarely.
+#[test]
+fn conv2d_large_shapes_match_portable() {
+    let conv = |c_in, hw, c_out, k: usize, s: usize, pad| Conv2d {
+        batch: 1,
+        c_in,
+        h: hw,
+        w: hw,
+        c_out,
+        kh: k,
+        kw: k,
+        stride: [s, s],
+        dilation: [1, 1],
+        pad: [pad; 4],
+        groups: 1,
+        out_h: (hw + 2 * pad - k) / s + 1,
+        out_w: (hw + 2 * pad - k) / s + 1,
+    };
+    for p in [
+        conv(64, 7, 20, 3, 1, 1),
+        conv(40, 15, 13, 3, 2, 1),
+        conv(300, 14, 8, 1, 1, 0),
+        conv(3, 23, 16, 7, 2, 3),
+        // Output rows long enough for whole-vector stride-2 gathers (8 and 16 lanes).
+        conv(6, 41, 10, 3, 2, 1),
+        conv(9, 39, 14, 1, 2, 0),
+    ] {
+        check(&p, true, Activation::Relu, 5).unwrap();
+    }
+}

@@ -1,0 +1,205 @@
+#![cfg(feature = "std")]
+//! Pooling: every ISA table this CPU has against the portable kernels, on random windows,
+//! strides (the vectorised 1 and 2 and the others, which fall back), paddings, ceil-mode
+//! output sizes and both average-pool divisors, with NaN and infinities mixed in.
+//!
+//! Max and average pooling must be bit-identical to the portable kernels (each lane folds its
+//! window in the same order); global average pooling sums in another order and must agree to
+//! 1e-5 of the plane's scale.
+//!
+//! Run with `cargo test -p kiln-kernels --features std --test pool -- --nocapture` to see which
+//! ISAs ran and which were skipped.
+
+use kiln_kernels::{for_isa, Isa, Kernels, Pool2d, PORTABLE};
+use proptest::prelude::*;
+
+/// The table of every non-portable ISA this CPU can run, reporting once which ran and which
+/// were skipped.
+fn tables() -> Vec<Kernels> {
+    static REPORT: std::sync::Once = std::sync::Once::new();
+    let (mut ran, mut skipped) = (Vec::new(), Vec::new());
+    let mut tables = Vec::new();
+    for isa in Isa::ALL.into_iter().filter(|&i| i != Isa::Portable) {
+        match for_isa(isa) {
+            Some(k) => {
+                ran.push(isa.name());
+                tables.push(k);
+            }
+            None => skipped.push(isa.name()),
+        }
+    }
+    REPORT
+        .call_once(|| eprintln!("pool harness: ran {ran:?} against portable; skipped {skipped:?}"));
+    tables
+}
+
+/// xorshift32: reproducible data from a proptest-chosen seed.
+struct Rng(u32);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 17;
+        self.0 ^= self.0 << 5;
+        self.0
+    }
+    /// Uniform in `[-1, 1)`, with (`specials`) now and then a NaN, an infinity or a -0.0.
+    fn vec(&mut self, n: usize, specials: bool) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let r = self.next();
+                if specials && r.is_multiple_of(41) {
+                    [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0][(r >> 8) as usize % 4]
+                } else {
+                    (r >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+                }
+            })
+            .collect()
+    }
+}
+
+/// Bit-identical, any NaN matching any NaN.
+fn same(got: &[f32], want: &[f32]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err("length".into());
+    }
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if !(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan())) {
+            return Err(format!("element {i}: got {g:e}, want {w:e}"));
+        }
+    }
+    Ok(())
+}
+
+fn out_len(input: usize, k: usize, stride: usize, pads: usize, ceil: bool) -> usize {
+    let span = (input + pads).saturating_sub(k);
+    (if ceil {
+        span.div_ceil(stride)
+    } else {
+        span / stride
+    }) + 1
+}
+
+fn pool() -> impl Strategy<Value = (Pool2d, bool, u32)> {
+    (
+        (1usize..3, 1usize..4, 1usize..24, 1usize..70),
+        (1usize..6, 1usize..6),
+        (
+            prop_oneof![3 => 1usize..3, 1 => 3usize..5],
+            prop_oneof![3 => 1usize..3, 1 => 3usize..5],
+        ),
+        [0usize..3, 0usize..3, 0usize..3, 0usize..3],
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop::bool::weighted(0.3),
+            any::<u32>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (batch, channels, h, w),
+                (kh, kw),
+                (sh, sw),
+                pad,
+                (ceil, include, specials, seed),
+            )| {
+                // Padding smaller than the window, and a window no larger than the padded input.
+                let pad = [
+                    pad[0].min(kh - 1),
+                    pad[1].min(kw - 1),
+                    pad[2].min(kh - 1),
+                    pad[3].min(kw - 1),
+                ];
+                let kh = kh.min(h + pad[0] + pad[2]);
+                let kw = kw.min(w + pad[1] + pad[3]);
+                let p = Pool2d {
+                    batch,
+                    channels,
+                    h,
+                    w,
+                    kh,
+                    kw,
+                    stride: [sh, sw],
+                    pad,
+                    out_h: out_len(h, kh, sh, pad[0] + pad[2], ceil),
+                    out_w: out_len(w, kw, sw, pad[1] + pad[3], ceil),
+                    count_include_pad: include,
+                };
+                (p, specials, seed | 1)
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(300) })]
+
+    #[test]
+    fn max_and_avg_pool_match_portable((p, specials, seed) in pool()) {
+        let x = Rng(seed).vec(p.batch * p.channels * p.h * p.w, specials);
+        let n = p.batch * p.channels * p.out_h * p.out_w;
+        let mut want_max = vec![0.0; n];
+        (PORTABLE.max_pool2d)(&p, &x, &mut want_max);
+        let mut want_avg = vec![0.0; n];
+        (PORTABLE.avg_pool2d)(&p, &x, &mut want_avg);
+        for k in tables() {
+            let mut got = vec![f32::NAN; n];
+            (k.max_pool2d)(&p, &x, &mut got);
+            let r = same(&got, &want_max);
+            prop_assert!(r.is_ok(), "{} max {p:?}: {r:?}", k.isa);
+            got.fill(f32::NAN);
+            (k.avg_pool2d)(&p, &x, &mut got);
+            let r = same(&got, &want_avg);
+            prop_assert!(r.is_ok(), "{} avg {p:?}: {r:?}", k.isa);
+        }
+    }
+
+    #[test]
+    fn global_avg_pool_matches_portable(
+        batch in 1usize..3,
+        channels in 1usize..5,
+        spatial in prop_oneof![0usize..70, Just(196usize), Just(3136usize)],
+        specials in prop::bool::weighted(0.1),
+        seed in any::<u32>(),
+    ) {
+        let x = Rng(seed | 1).vec(batch * channels * spatial, specials);
+        let mut want = vec![0.0; batch * channels];
+        (PORTABLE.global_avg_pool)(batch, channels, spatial, &x, &mut want);
+        for k in tables() {
+            let mut got = vec![f32::NAN; batch * channels];
+            (k.global_avg_pool)(batch, channels, spatial, &x, &mut got);
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                // Inputs are in [-1, 1], so the mean's rounding error is on the order of
+                // 1e-7 whatever the summation order.
+                let ok = if w.is_nan() { g.is_nan() } else if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-5 };
+                prop_assert!(ok, "{} global_avg_pool [{batch}, {channels}, {spatial}] plane {i}: got {g:e}, want {w:e}", k.isa);
+            }
+        }
+    }
+}
+
+#[test]
+fn resnet_stem_max_pool_matches_portable() {
+    // 3x3, stride 2, padding 1 on a 112x112 plane: the ResNet stem's pooling.
+    let p = Pool2d {
+        batch: 1,
+        channels: 3,
+        h: 112,
+        w: 112,
+        kh: 3,
+        kw: 3,
+        stride: [2, 2],
+        pad: [1; 4],
+        out_h: 56,
+        out_w: 56,
+        count_include_pad: false,
+    };
+    let x = Rng(7).vec(3 * 112 * 112, false);
+    let mut want = vec![0.0; 3 * 56 * 56];
+    (PORTABLE.max_pool2d)(&p, &x, &mut want);
+    for k in tables() {
+        let mut got = vec![f32::NAN; want.len()];
+        (k.max_pool2d)(&p, &x, &mut got);
+        same(&got, &want).unwrap_or_else(|e| panic!("{}: {e}", k.isa));
+    }
+}
