@@ -10,25 +10,10 @@
 //! and without a bias and with a random activation. Results must match `PORTABLE` to a relative
 //! 1e-4 (the accumulation order differs).
 
-use kiln_kernels::{for_isa, Activation, Conv2d, Isa, Kernels, PORTABLE};
-use proptest::prelude::*;
-use std::sync::Mutex;
+mod common;
 
-/// The tables this CPU can run, other than the reference. Prints, once per test, which ISAs
-/// ran and which were skipped (not available on this CPU), so a CI log shows what was proved.
-fn isas(test: &'static str) -> Vec<Kernels> {
-    static REPORTED: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-    let (ran, skipped): (Vec<Isa>, Vec<Isa>) = Isa::ALL
-        .into_iter()
-        .filter(|&isa| isa != Isa::Portable)
-        .partition(|isa| isa.is_available());
-    let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
-    if !reported.contains(&test) {
-        reported.push(test);
-        println!("{test}: ran: {ran:?} skipped: {skipped:?}");
-    }
-    ran.into_iter().filter_map(for_isa).collect()
-}
+use kiln_kernels::{Activation, Conv2d, PORTABLE};
+use proptest::prelude::*;
 
 /// Deterministic data in [-1, 1) from a seed.
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -212,7 +197,7 @@ fn check(p: &Conv2d, with_bias: bool, act: Activation, seed: u64) -> Result<(), 
     // One element past the output must survive.
     let mut want = vec![7.0f32; out_len + 1];
     (PORTABLE.conv2d)(p, &input, &weight, bias, act, &mut scratch, &mut want);
-    for kt in isas("conv2d") {
+    for kt in common::isas("conv2d") {
         // Stale scratch must not leak into the result: start it as NaN.
         let mut scratch = vec![f32::NAN; p.scratch_len()];
         let mut got = vec![7.0f32; out_len + 1];

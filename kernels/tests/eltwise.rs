@@ -11,29 +11,10 @@
 //! Run with `cargo test -p kiln-kernels --features std --test eltwise -- --nocapture` to see
 //! which ISAs ran and which were skipped.
 
-use kiln_kernels::{for_isa, Activation, BinaryOp, Broadcast, Isa, Kernels, PORTABLE};
-use proptest::prelude::*;
+mod common;
 
-/// The table of every non-portable ISA this CPU can run, reporting once which ran and which
-/// were skipped.
-fn tables() -> Vec<Kernels> {
-    static REPORT: std::sync::Once = std::sync::Once::new();
-    let (mut ran, mut skipped) = (Vec::new(), Vec::new());
-    let mut tables = Vec::new();
-    for isa in Isa::ALL.into_iter().filter(|&i| i != Isa::Portable) {
-        match for_isa(isa) {
-            Some(k) => {
-                ran.push(isa.name());
-                tables.push(k);
-            }
-            None => skipped.push(isa.name()),
-        }
-    }
-    REPORT.call_once(|| {
-        eprintln!("eltwise harness: ran {ran:?} against portable; skipped {skipped:?}")
-    });
-    tables
-}
+use kiln_kernels::{Activation, BinaryOp, Broadcast, PORTABLE};
+use proptest::prelude::*;
 
 /// xorshift32: reproducible data from a proptest-chosen seed.
 struct Rng(u32);
@@ -116,7 +97,7 @@ proptest! {
         (PORTABLE.unary)(act, &x, &mut want);
         let mut want_inplace = x.clone();
         (PORTABLE.unary_inplace)(act, &mut want_inplace);
-        for k in tables() {
+        for k in common::isas("eltwise") {
             let mut got = vec![f32::NAN; len + 2];
             (k.unary)(act, &x, &mut got);
             let r = agree(&got, &want, tolerance(act));
@@ -163,7 +144,7 @@ proptest! {
         let total: usize = out.iter().product();
         let mut want = vec![0.0; total];
         (PORTABLE.binary)(op, &bc, a, &b, &mut want);
-        for k in tables() {
+        for k in common::isas("eltwise") {
             let what = format!("{} {op:?} out {out:?} a {a_shape:?} b {b_shape:?} {bc:?}", k.isa);
             let mut got = vec![f32::NAN; total];
             (k.binary)(op, &bc, a, &b, &mut got);
@@ -244,7 +225,7 @@ fn special_values_follow_the_scalar_definitions() {
         -104.5,
         7.0,
     ];
-    for k in tables() {
+    for k in common::isas("eltwise") {
         for a in 0..8 {
             let act = act(a);
             let mut want = [0.0; 10];

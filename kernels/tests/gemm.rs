@@ -9,25 +9,10 @@
 //! `PORTABLE` to a relative 1e-4: the accumulation order differs between implementations, the
 //! arithmetic does not.
 
-use kiln_kernels::{for_isa, Activation, Isa, Kernels, PORTABLE};
-use proptest::prelude::*;
-use std::sync::Mutex;
+mod common;
 
-/// The tables this CPU can run, other than the reference. Prints, once per test, which ISAs
-/// ran and which were skipped (not available on this CPU), so a CI log shows what was proved.
-fn isas(test: &'static str) -> Vec<Kernels> {
-    static REPORTED: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-    let (ran, skipped): (Vec<Isa>, Vec<Isa>) = Isa::ALL
-        .into_iter()
-        .filter(|&isa| isa != Isa::Portable)
-        .partition(|isa| isa.is_available());
-    let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
-    if !reported.contains(&test) {
-        reported.push(test);
-        println!("{test}: ran: {ran:?} skipped: {skipped:?}");
-    }
-    ran.into_iter().filter_map(for_isa).collect()
-}
+use kiln_kernels::{Activation, PORTABLE};
+use proptest::prelude::*;
 
 /// Deterministic data in [-1, 1) from a seed (a small LCG: proptest picks the seed).
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -92,7 +77,7 @@ proptest! {
         // One extra element past C's end must survive untouched.
         let mut want = vec![7.0f32; m * n + 1];
         (PORTABLE.gemm)(m, n, k, &a, &b, &mut want);
-        for kt in isas("gemm") {
+        for kt in common::isas("gemm") {
             let mut got = vec![7.0f32; m * n + 1];
             (kt.gemm)(m, n, k, &a, &b, &mut got);
             close(&got, &want, &format!("{:?} gemm {m}x{n}x{k}", kt.isa))?;
@@ -116,7 +101,7 @@ proptest! {
         let act = ACTS[act];
         let mut want = vec![7.0f32; batch * n_out + 1];
         (PORTABLE.dense)(batch, n_in, n_out, &x, &w, bias, act, &mut want);
-        for kt in isas("dense") {
+        for kt in common::isas("dense") {
             let mut got = vec![7.0f32; batch * n_out + 1];
             (kt.dense)(batch, n_in, n_out, &x, &w, bias, act, &mut got);
             close(&got, &want, &format!("{:?} dense b{batch} {n_in}->{n_out} {act:?}", kt.isa))?;
@@ -133,7 +118,7 @@ fn gemm_large_shapes_match_portable() {
         let b = data(k * n, 4);
         let mut want = vec![0.0f32; m * n];
         (PORTABLE.gemm)(m, n, k, &a, &b, &mut want);
-        for kt in isas("gemm large") {
+        for kt in common::isas("gemm large") {
             let mut got = vec![0.0f32; m * n];
             (kt.gemm)(m, n, k, &a, &b, &mut got);
             close(&got, &want, &format!("{:?} gemm {m}x{n}x{k}", kt.isa)).unwrap();

@@ -11,28 +11,10 @@
 //! Run with `cargo test -p kiln-kernels --features std --test norm -- --nocapture` to see which
 //! ISAs ran and which were skipped.
 
-use kiln_kernels::{for_isa, Activation, Isa, Kernels, PORTABLE};
-use proptest::prelude::*;
+mod common;
 
-/// The table of every non-portable ISA this CPU can run, reporting once which ran and which
-/// were skipped.
-fn tables() -> Vec<Kernels> {
-    static REPORT: std::sync::Once = std::sync::Once::new();
-    let (mut ran, mut skipped) = (Vec::new(), Vec::new());
-    let mut tables = Vec::new();
-    for isa in Isa::ALL.into_iter().filter(|&i| i != Isa::Portable) {
-        match for_isa(isa) {
-            Some(k) => {
-                ran.push(isa.name());
-                tables.push(k);
-            }
-            None => skipped.push(isa.name()),
-        }
-    }
-    REPORT
-        .call_once(|| eprintln!("norm harness: ran {ran:?} against portable; skipped {skipped:?}"));
-    tables
-}
+use kiln_kernels::{Activation, PORTABLE};
+use proptest::prelude::*;
 
 /// xorshift32: reproducible data from a proptest-chosen seed.
 struct Rng(u32);
@@ -124,7 +106,7 @@ proptest! {
         (PORTABLE.scale_shift)(batch, channels, spatial, &x, &scale, &shift, act, &mut want);
         let mut want_inplace = x.clone();
         (PORTABLE.scale_shift_inplace)(batch, channels, spatial, &mut want_inplace, &scale, &shift, act);
-        for k in tables() {
+        for k in common::isas("norm") {
             let what = format!("{} [{batch}, {channels}, {spatial}] {act:?}", k.isa);
             let mut got = vec![f32::NAN; n];
             (k.scale_shift)(batch, channels, spatial, &x, &scale, &shift, act, &mut got);
@@ -150,7 +132,7 @@ proptest! {
         let x = Rng(seed | 1).vec(n, scale, specials);
         let mut want = vec![0.0; n];
         (PORTABLE.softmax)(outer, len, inner, &x, &mut want);
-        for k in tables() {
+        for k in common::isas("norm") {
             let what = format!("{} softmax [{outer}, {len}, {inner}]", k.isa);
             let mut got = vec![f32::NAN; n];
             (k.softmax)(outer, len, inner, &x, &mut got);
@@ -175,7 +157,7 @@ fn softmax_large_logits_and_all_equal_rows() {
         &[f32::NEG_INFINITY; 9],
         &[2.5; 17],
     ];
-    for k in tables() {
+    for k in common::isas("norm") {
         for row in rows {
             let mut want = vec![0.0; row.len()];
             (PORTABLE.softmax)(1, row.len(), 1, row, &mut want);

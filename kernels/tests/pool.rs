@@ -10,28 +10,10 @@
 //! Run with `cargo test -p kiln-kernels --features std --test pool -- --nocapture` to see which
 //! ISAs ran and which were skipped.
 
-use kiln_kernels::{for_isa, Isa, Kernels, Pool2d, PORTABLE};
-use proptest::prelude::*;
+mod common;
 
-/// The table of every non-portable ISA this CPU can run, reporting once which ran and which
-/// were skipped.
-fn tables() -> Vec<Kernels> {
-    static REPORT: std::sync::Once = std::sync::Once::new();
-    let (mut ran, mut skipped) = (Vec::new(), Vec::new());
-    let mut tables = Vec::new();
-    for isa in Isa::ALL.into_iter().filter(|&i| i != Isa::Portable) {
-        match for_isa(isa) {
-            Some(k) => {
-                ran.push(isa.name());
-                tables.push(k);
-            }
-            None => skipped.push(isa.name()),
-        }
-    }
-    REPORT
-        .call_once(|| eprintln!("pool harness: ran {ran:?} against portable; skipped {skipped:?}"));
-    tables
-}
+use kiln_kernels::{Pool2d, PORTABLE};
+use proptest::prelude::*;
 
 /// xorshift32: reproducible data from a proptest-chosen seed.
 struct Rng(u32);
@@ -142,7 +124,7 @@ proptest! {
         (PORTABLE.max_pool2d)(&p, &x, &mut want_max);
         let mut want_avg = vec![0.0; n];
         (PORTABLE.avg_pool2d)(&p, &x, &mut want_avg);
-        for k in tables() {
+        for k in common::isas("pool") {
             let mut got = vec![f32::NAN; n];
             (k.max_pool2d)(&p, &x, &mut got);
             let r = same(&got, &want_max);
@@ -165,7 +147,7 @@ proptest! {
         let x = Rng(seed | 1).vec(batch * channels * spatial, specials);
         let mut want = vec![0.0; batch * channels];
         (PORTABLE.global_avg_pool)(batch, channels, spatial, &x, &mut want);
-        for k in tables() {
+        for k in common::isas("pool") {
             let mut got = vec![f32::NAN; batch * channels];
             (k.global_avg_pool)(batch, channels, spatial, &x, &mut got);
             for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -197,7 +179,7 @@ fn resnet_stem_max_pool_matches_portable() {
     let x = Rng(7).vec(3 * 112 * 112, false);
     let mut want = vec![0.0; 3 * 56 * 56];
     (PORTABLE.max_pool2d)(&p, &x, &mut want);
-    for k in tables() {
+    for k in common::isas("pool") {
         let mut got = vec![f32::NAN; want.len()];
         (k.max_pool2d)(&p, &x, &mut got);
         same(&got, &want).unwrap_or_else(|e| panic!("{}: {e}", k.isa));
