@@ -119,6 +119,24 @@ impl Conv2d {
         }
     }
 
+    /// Debug-checks the geometry every conv2d implementation relies on: nonzero groups that
+    /// divide both channel counts, and nonzero strides and dilations.
+    pub(crate) fn debug_check(&self) {
+        debug_assert!(self.groups > 0, "conv2d: groups is 0");
+        debug_assert!(
+            self.c_in.is_multiple_of(self.groups) && self.c_out.is_multiple_of(self.groups),
+            "conv2d: bad groups"
+        );
+        debug_assert!(
+            self.stride[0] > 0 && self.stride[1] > 0,
+            "conv2d: zero stride"
+        );
+        debug_assert!(
+            self.dilation[0] > 0 && self.dilation[1] > 0,
+            "conv2d: zero dilation"
+        );
+    }
+
     /// The first branch of [`scratch_len`](Self::scratch_len): a 1x1 kernel that reads the
     /// input exactly as laid out, so the input already is the GEMM's right-hand matrix.
     pub(crate) const fn is_pointwise(&self) -> bool {

@@ -89,16 +89,7 @@ pub fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    debug_assert!(p.groups > 0, "conv2d: groups is 0");
-    debug_assert!(
-        p.c_in.is_multiple_of(p.groups) && p.c_out.is_multiple_of(p.groups),
-        "conv2d: bad groups"
-    );
-    debug_assert!(p.stride[0] > 0 && p.stride[1] > 0, "conv2d: zero stride");
-    debug_assert!(
-        p.dilation[0] > 0 && p.dilation[1] > 0,
-        "conv2d: zero dilation"
-    );
+    p.debug_check();
     let cig = p.c_in / p.groups;
     let cog = p.c_out / p.groups;
     let in_plane = p.h * p.w;

@@ -34,16 +34,7 @@ pub(crate) fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    debug_assert!(p.groups > 0, "conv2d: groups is 0");
-    debug_assert!(
-        p.c_in.is_multiple_of(p.groups) && p.c_out.is_multiple_of(p.groups),
-        "conv2d: bad groups"
-    );
-    debug_assert!(p.stride[0] > 0 && p.stride[1] > 0, "conv2d: zero stride");
-    debug_assert!(
-        p.dilation[0] > 0 && p.dilation[1] > 0,
-        "conv2d: zero dilation"
-    );
+    p.debug_check();
     debug_assert!(
         scratch.len() >= p.scratch_len(),
         "conv2d: scratch too short"

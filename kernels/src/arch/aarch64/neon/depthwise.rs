@@ -37,11 +37,7 @@ pub(crate) fn depthwise_conv2d(
     out: &mut [f32],
 ) {
     debug_assert!(p.is_depthwise(), "depthwise_conv2d: not depthwise");
-    debug_assert!(p.stride[0] > 0 && p.stride[1] > 0, "conv2d: zero stride");
-    debug_assert!(
-        p.dilation[0] > 0 && p.dilation[1] > 0,
-        "conv2d: zero dilation"
-    );
+    p.debug_check();
     debug_assert!(
         input.len() >= p.batch * p.c_in * p.h * p.w,
         "conv2d: input too short"
