@@ -107,13 +107,21 @@ impl Conv2d {
     /// planned scratch is at least this, so it must not change without changing both:
     ///
     /// * `0` for a 1x1, stride-1, unpadded convolution (a GEMM directly on the activations);
-    /// * `0` for a depthwise convolution (`c_in / groups == 1 && c_out / groups == 1`, direct
-    ///   loops);
+    /// * for a depthwise convolution (`c_in / groups == 1 && c_out / groups == 1`) with a
+    ///   `k`x`k` window, `k` 3 or 5, the same stride `s` of 1 or 2 both ways, no dilation and
+    ///   top and left padding below `k`: the zero-padded band buffer of the SIMD kernels,
+    ///   `((min(out_h, 16) - 1) * s + k) * s * (max(out_w, 16) + k + 16)`;
+    /// * `0` for any other depthwise convolution (direct loops);
     /// * otherwise `(c_in / groups) * kh * kw * out_h * out_w`, the im2col matrix of one group
     ///   of one image.
     pub const fn scratch_len(&self) -> usize {
-        if self.is_pointwise() || self.is_depthwise() {
+        if self.is_pointwise() {
             0
+        } else if self.is_depthwise() {
+            match depthwise_band(self) {
+                Some(b) => b.rows * b.phase_len * self.stride[0],
+                None => 0,
+            }
         } else {
             (self.c_in / self.groups) * self.kh * self.kw * self.out_h * self.out_w
         }
@@ -153,6 +161,58 @@ impl Conv2d {
     /// The second branch: one input and one output channel per group.
     pub(crate) const fn is_depthwise(&self) -> bool {
         self.c_in / self.groups == 1 && self.c_out / self.groups == 1
+    }
+}
+
+/// The widest vector, in `f32` lanes, of any SIMD depthwise kernel; the band buffer is sized
+/// for it, so that [`Conv2d::scratch_len`] does not depend on the ISA.
+pub(crate) const DEPTHWISE_MAX_LANES: usize = 16;
+
+/// The band buffer of the SIMD depthwise kernels (`arch/x86_64/simd/depthwise.rs`): `rows`
+/// buffer rows, each `stride` phase rows of `phase_len` elements.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DepthwiseBand {
+    pub(crate) rows: usize,
+    pub(crate) phase_len: usize,
+}
+
+/// The band buffer for `p`, or `None` if `p` is not a depthwise convolution the SIMD kernels
+/// specialise (or its size overflows).
+///
+/// A band is at most 16 output rows, so it reads `(min(out_h, 16) - 1) * s + k` padded input
+/// rows. A phase row holds `max(out_w, L) + (k - 1) / s` elements for the taps of the
+/// vector-wide chunks (`L <= 16` lanes), and the row copy's whole-vector stores reach at most
+/// `max(out_w, L) + k + L` (stride 1: `pad_left + copied columns + L` with the copied columns
+/// ending at the last column a tap reads; stride 2: half of that plus `L + 1`), so
+/// `max(out_w, 16) + k + 16` covers both.
+pub(crate) const fn depthwise_band(p: &Conv2d) -> Option<DepthwiseBand> {
+    let k = p.kh;
+    let s = p.stride[0];
+    let specialised = p.is_depthwise()
+        && p.kw == k
+        && (k == 3 || k == 5)
+        && p.stride[1] == s
+        && (s == 1 || s == 2)
+        && p.dilation[0] == 1
+        && p.dilation[1] == 1
+        && p.pad[0] < k
+        && p.pad[1] < k;
+    if !specialised {
+        return None;
+    }
+    let oh = if p.out_h < 16 { p.out_h } else { 16 };
+    let ow = if p.out_w > DEPTHWISE_MAX_LANES {
+        p.out_w
+    } else {
+        DEPTHWISE_MAX_LANES
+    };
+    let Some(phase_len) = ow.checked_add(k + DEPTHWISE_MAX_LANES) else {
+        return None;
+    };
+    let rows = if oh == 0 { 0 } else { (oh - 1) * s + k };
+    match phase_len.checked_mul(rows * s) {
+        Some(_) => Some(DepthwiseBand { rows, phase_len }),
+        None => None,
     }
 }
 
@@ -280,8 +340,25 @@ mod tests {
         // 1x1, stride 1, no padding: no scratch, even with groups.
         assert_eq!(conv(1, 1, 0, 8, 16, 1).scratch_len(), 0);
         assert_eq!(conv(1, 1, 0, 8, 16, 4).scratch_len(), 0);
-        // Depthwise: no scratch whatever the window.
-        assert_eq!(conv(3, 2, 1, 8, 8, 8).scratch_len(), 0);
+        // Depthwise 3x3 / 5x5, stride 1 or 2: the band buffer, rows * stride * phase_len with
+        // rows = (min(out_h, 16) - 1) * s + k and phase_len = max(out_w, 16) + k + 16.
+        assert_eq!(conv(3, 2, 1, 8, 8, 8).scratch_len(), 11 * 2 * 35);
+        assert_eq!(conv(5, 1, 4, 8, 8, 8).scratch_len(), 9 * 37);
+        let tall = Conv2d {
+            out_h: 40,
+            out_w: 30,
+            ..conv(3, 1, 1, 8, 8, 8)
+        };
+        assert_eq!(tall.scratch_len(), 18 * 49);
+        // Other depthwise convolutions: direct loops, no scratch.
+        assert_eq!(conv(7, 1, 1, 8, 8, 8).scratch_len(), 0);
+        assert_eq!(conv(3, 3, 1, 8, 8, 8).scratch_len(), 0);
+        assert_eq!(conv(3, 1, 3, 8, 8, 8).scratch_len(), 0);
+        let dilated = Conv2d {
+            dilation: [2, 2],
+            ..conv(3, 1, 1, 8, 8, 8)
+        };
+        assert_eq!(dilated.scratch_len(), 0);
         // General: (c_in / groups) * kh * kw * out_h * out_w.
         assert_eq!(conv(3, 1, 1, 8, 16, 1).scratch_len(), 8 * 3 * 3 * 5 * 4);
         assert_eq!(conv(3, 1, 1, 8, 16, 2).scratch_len(), 4 * 3 * 3 * 5 * 4);

@@ -161,8 +161,9 @@ fn check(k: &Kernels, c: &Case) -> Result<(), TestCaseError> {
     let act = act(c.act);
     let n_out = p.batch * p.c_out * p.out_h * p.out_w;
     let mut want = vec![0.0; n_out];
-    // Depthwise convolutions need no scratch (`Conv2d::scratch_len` is 0 for them).
-    (PORTABLE.conv2d)(p, &input, &weight, bias, act, &mut [], &mut want);
+    // NaN scratch: stale scratch would poison the result, and an overrun panics.
+    let mut scratch = vec![f32::NAN; p.scratch_len()];
+    (PORTABLE.conv2d)(p, &input, &weight, bias, act, &mut scratch, &mut want);
     // The portable kernel on absolute values gives, per output, the sum of |terms|: the
     // scale of the rounding error any summation order can make.
     let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
@@ -174,11 +175,12 @@ fn check(k: &Kernels, c: &Case) -> Result<(), TestCaseError> {
         &abs(&weight),
         abs_bias.as_deref(),
         Activation::None,
-        &mut [],
+        &mut scratch,
         &mut scale,
     );
     let mut got = vec![f32::NAN; n_out + 3];
-    (k.conv2d)(p, &input, &weight, bias, act, &mut [], &mut got);
+    scratch.fill(f32::NAN);
+    (k.conv2d)(p, &input, &weight, bias, act, &mut scratch, &mut got);
     for i in 0..n_out {
         let (g, w) = (got[i], want[i]);
         let ok = if w.is_nan() {

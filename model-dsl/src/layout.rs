@@ -7,13 +7,14 @@
 use crate::ir::{Graph, OpKind, ParamId, Producer, ValueId};
 use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 
-/// f32 elements of scratch the portable `conv2d` needs. This duplicates
+/// f32 elements of scratch `conv2d` needs. This duplicates
 /// `kiln_kernels::Conv2d::scratch_len`; the generated code asserts at compile time that the
 /// planned scratch is at least what the kernel asks for, so the two cannot drift apart unseen.
 pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
     let OpKind::Conv2d {
         kernel,
         stride,
+        dilation,
         pad,
         groups,
         ..
@@ -27,6 +28,7 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
     conv_scratch(
         *kernel,
         *stride,
+        *dilation,
         *pad,
         x.channels() / groups,
         y.channels() / groups,
@@ -38,9 +40,17 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
 /// The formula of [`conv_scratch_len`] on the convolution's geometry (`c_in` and `c_out` per
 /// group), or `None` if the count overflows `usize`. It multiplies in the kernel's order, so when
 /// this fits, the kernel's own `const` evaluation of the formula fits too.
+///
+/// * a 1x1, stride-1, unpadded convolution: none (a GEMM on the activations);
+/// * a depthwise 3x3 or 5x5 with the same stride `s` of 1 or 2 both ways, no dilation and
+///   top/left padding below the window: the SIMD kernels' zero-padded band buffer,
+///   `((min(oh, 16) - 1) * s + k) * s * (max(ow, 16) + k + 16)`;
+/// * any other depthwise convolution: none (direct loops);
+/// * otherwise the im2col matrix of one group of one image, `c_in * kh * kw * oh * ow`.
 pub fn conv_scratch(
     kernel: [usize; 2],
     stride: [usize; 2],
+    dilation: [usize; 2],
     pad: [usize; 4],
     c_in: usize,
     c_out: usize,
@@ -48,7 +58,21 @@ pub fn conv_scratch(
 ) -> Option<usize> {
     let pointwise = kernel == [1, 1] && stride == [1, 1] && pad == [0; 4];
     let depthwise = c_in == 1 && c_out == 1;
-    if pointwise || depthwise {
+    let [k, s] = [kernel[0], stride[0]];
+    let banded = depthwise
+        && kernel[1] == k
+        && (k == 3 || k == 5)
+        && stride[1] == s
+        && (s == 1 || s == 2)
+        && dilation == [1, 1]
+        && pad[0] < k
+        && pad[1] < k;
+    if pointwise {
+        Some(0)
+    } else if banded {
+        let rows = if oh == 0 { 0 } else { (oh.min(16) - 1) * s + k };
+        ow.max(16).checked_add(k + 16)?.checked_mul(rows * s)
+    } else if depthwise {
         Some(0)
     } else {
         c_in.checked_mul(kernel[0])?

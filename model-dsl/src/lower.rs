@@ -660,10 +660,11 @@ impl Lower<'_> {
         } else {
             None
         };
-        // The im2col buffer the kernel will need is planned into the arena too.
+        // The im2col or band buffer the kernel will need is planned into the arena too.
         let Some(scratch) = crate::layout::conv_scratch(
             [kh, kw],
             stride,
+            dilation,
             pad,
             c_in.value / groups,
             c_out.value / groups,

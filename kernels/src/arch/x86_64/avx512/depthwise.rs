@@ -10,7 +10,7 @@ use crate::{Activation, Conv2d};
 isa_entries! {
     features: "avx512f,avx2,fma",
     token: Avx512F;
-    /// Depthwise [`crate::conv2d`]: same signature and semantics; `scratch` is not used.
+    /// Depthwise [`crate::conv2d`]: same signature and semantics; `scratch` holds the band buffer.
     #[allow(clippy::too_many_arguments)]
     fn depthwise_conv2d(
         p: &Conv2d,

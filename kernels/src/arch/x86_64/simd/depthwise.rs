@@ -1,51 +1,57 @@
 //! Depthwise convolution (one input and one output channel per group), direct SIMD over the
-//! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and any padding.
-//! Anything else goes to the portable kernel.
+//! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
+//! smaller than the window. Anything else goes to the portable kernel.
 //!
 //! Algorithm sketch, per channel plane (NCHW, so a plane is contiguous):
 //!
 //! ```text
-//! w[ky][kx] = splat(weight)                        // K*K broadcast vectors
-//! for each block of R = 4 output rows (the last block overlaps the previous one):
-//!   for each chunk of L output columns (L = lanes; the last chunk overlaps too):
-//!     acc[0..R] = splat(bias)
-//!     for each of the (R-1)*S + K input rows the block reads:   // fully unrolled
-//!       skip it if it lies in the top/bottom padding
-//!       tap[kx] = the L inputs under tap kx of the chunk        // K vectors, see below
-//!       for each output row r that this input row feeds (ky = row - r*S in 0..K):
-//!         acc[r] += tap[kx] * w[ky][kx]  for kx in 0..K
-//!     store act(acc[r])
+//! w[ky][kx] = splat(weight)                           // K*K broadcast vectors
+//! for each band of up to 16 output rows:
+//!   copy the input rows the band reads into the band buffer, zero-padded on every side
+//!   (stride 2: each row split into its even and odd columns, see below)
+//!   for each block of R = 4 output rows (the plane's last block overlaps the previous one):
+//!     for each chunk of L output columns (L = lanes; the last chunk overlaps too):
+//!       acc[0..R] = splat(bias)
+//!       for each of the (R-1)*S + K buffer rows the block reads:   // fully unrolled
+//!         tap[kx] = one unaligned load per tap                     // K vectors
+//!         for each output row r that this row feeds (ky = row - r*S in 0..K):
+//!           acc[r] += tap[kx] * w[ky][kx]  for kx in 0..K
+//!       store act(acc[r])
 //! ```
 //!
-//! Each loaded tap vector feeds up to `min(R, K)` FMAs (stride 1) instead of one, which is
-//! what takes the kernel from load-bound to FMA-bound. With stride 1, `tap[kx]` is one
-//! unaligned load at column `ox*1 + kx - pad`. With stride 2 the inputs of consecutive
-//! outputs are two apart, so two consecutive vectors are split into even and odd elements
-//! ([`Simd::deinterleave`]): the evens are tap `kx`, the odds tap `kx + 1`, and a second pair
-//! two columns later gives `kx + 2`. AVX2's in-lane shuffle leaves the lanes in a permuted
-//! order; every tap of a chunk has the same order, so the accumulators are simply put back
-//! in order once before the store.
+//! **The band buffer** (the convolution's scratch, [`Conv2d::scratch_len`]) is what keeps the
+//! inner loop free of borders: the padding is real zeros in the buffer, so every block, at the
+//! edges as much as in the middle, is the same straight-line run of loads and FMAs, with no
+//! masks and no row checks, whatever the plane's size. Copying the rows costs one load and one
+//! store per input element, against `K*K` FMAs per output; a band (16 output rows) stays in L1.
+//! With stride 2 the copy also splits every row into its even and odd padded columns (one
+//! deinterleave per input element, rather than one per tap as in a kernel that reads the
+//! input in place), so that tap `kx` of output column `ox` is element `ox + kx / 2` of phase
+//! `kx % 2`: consecutive outputs read consecutive elements and every tap is again one plain
+//! load. In general, tap `kx` is at phase `kx % S`, index `ox + kx / S`.
 //!
-//! Borders: a chunk whose loads all fall inside the row runs with plain loads. Chunks that
-//! touch the left or right padding (and every chunk of a narrow plane) use masked loads that
-//! read only the in-image columns and see zeros elsewhere — the same sum as skipping the
-//! padded taps. Input rows in the top/bottom padding are skipped. Blocks and chunks overlap
-//! instead of having scalar remainders: a recomputed output is recomputed with the same
-//! operations in the same order, so it is written with the same value. A plane narrower than
-//! one vector stores only its `ow` lanes ([`Simd::store_first_ptr`]).
+//! Each loaded tap vector feeds up to `min(R, K)` FMAs with stride 1 instead of one, which
+//! makes the block FMA-bound rather than load-bound.
+//!
+//! **No remainders.** Blocks and chunks overlap instead of having scalar remainders: a
+//! recomputed output is recomputed with the same operations in the same order, hence written
+//! with the same value. A plane narrower than a vector (`ow < L`) stores whole vectors anyway:
+//! the extra lanes spill into the start of the next output row, or the next plane, which is
+//! written later (rows, blocks, bands and planes all go in increasing address order) and so
+//! overwrites them; only a store that would pass the end of the output stores just its `ow`
+//! lanes.
 //!
 //! Bias and the cheap activations (ReLU, clip, leaky ReLU) are applied to the accumulators
 //! before the store; the kernel is instantiated once per cheap activation so that this costs
 //! no branch. Sigmoid and tanh run afterwards as an in-place pass over the output, which
 //! saves instantiating the unrolled body for them as well.
 //!
-//! Code layout: the blocks of a plane fall into four classes by two flags, whether the loads
-//! need masks (left/right padding) and whether input rows need checking (top/bottom padding).
-//! The class with neither is the plane's interior rectangle, nearly all of the work on a
-//! large plane: straight-line loads and FMAs with no branch. Each class is a separate
-//! function ([`Region`], via [`Simd::vectorize`]) holding the weights as local values; see
-//! there for why that matters (about 2x).
-//!//! Differences from the portable kernel: the sum is accumulated with FMAs starting from the
+//! The whole convolution is one [`Job`], run through [`Simd::vectorize`] in a function of its
+//! own whose loops hold the weights as local values: inlined into a larger function, or read
+//! through a reference after stores to the output (which LLVM cannot prove disjoint), they
+//! were spilled or reloaded and the hot loop ran at about half speed.
+//!
+//! Differences from the portable kernel: the sum is accumulated with FMAs starting from the
 //! bias instead of adding the bias last (rounding differs in the last bits), and a padded tap
 //! adds `w * 0.0` where the portable kernel skips it, so only an infinite or NaN *weight* next
 //! to padding gives a different result (NaN here).
@@ -54,6 +60,7 @@ use super::eltwise;
 use super::math::{Act, Clip, ClipOrdered, Ident, Leaky, Relu};
 use super::vector::{Job, Simd};
 use crate::arch::portable;
+use crate::params::depthwise_band;
 use crate::{Activation, Conv2d};
 
 /// Output rows per block: four accumulators, plus nine (3x3) weight vectors and the tap
@@ -63,13 +70,10 @@ const ROWS: usize = 4;
 const MAX_K: usize = 5;
 /// The most input rows a block reads: `(ROWS - 1) * 2 + MAX_K`.
 const MAX_IN_ROWS: usize = 11;
-/// Planes with at most this many outputs are small: each class of blocks then runs over all
-/// planes in one call (see [`regions`]), since a whole small layer stays in cache between the
-/// passes and a call per plane would cost more than the plane's arithmetic.
-const SMALL_PLANE: usize = 32 * 32;
 
 /// Depthwise conv2d with the portable kernel's signature and semantics (see
 /// [`portable::conv2d`]); falls back to it for shapes this kernel does not specialise.
+/// `scratch` holds the band buffer; it needs [`Conv2d::scratch_len`] elements.
 #[allow(clippy::too_many_arguments)] // The signature is the table's contract.
 #[inline(always)]
 pub(crate) fn conv2d<S: Simd>(
@@ -82,7 +86,7 @@ pub(crate) fn conv2d<S: Simd>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    let Some(g) = Geom::new(p) else {
+    let Some(g) = Geom::new::<S>(p) else {
         portable::conv2d(p, input, weight, bias, act, scratch, out);
         return;
     };
@@ -98,35 +102,39 @@ pub(crate) fn conv2d<S: Simd>(
         weight: &weight[..c * kk],
         bias: bias.map(|b| &b[..c]),
     };
+    let buf = &mut scratch[..g.band_rows * g.row_len];
+    // The buffer's padding is zeros from here on: copies only write image columns (or zeros),
+    // and rows outside the image are zeroed when a band needs them.
+    buf.fill(0.0);
     // The cheap activations are fused into the store (one instantiation each); sigmoid and
     // tanh run as a second pass.
     match act {
         Activation::None | Activation::Sigmoid | Activation::Tanh => {
-            by_shape(s, Ident, &conv, out);
+            by_shape(s, Ident, &conv, buf, out);
             if act != Activation::None {
                 eltwise::unary_inplace(s, act, out);
             }
         }
-        Activation::Relu => by_shape(s, Relu, &conv, out),
+        Activation::Relu => by_shape(s, Relu, &conv, buf, out),
         Activation::Clip { min, max } if min <= max => {
             let a = ClipOrdered {
                 min: s.splat(min),
                 max: s.splat(max),
             };
-            by_shape(s, a, &conv, out);
+            by_shape(s, a, &conv, buf, out);
         }
         Activation::Clip { min, max } => {
             let a = Clip {
                 min: s.splat(min),
                 max: s.splat(max),
             };
-            by_shape(s, a, &conv, out);
+            by_shape(s, a, &conv, buf, out);
         }
         Activation::LeakyRelu { alpha } => {
             let a = Leaky {
                 alpha: s.splat(alpha),
             };
-            by_shape(s, a, &conv, out);
+            by_shape(s, a, &conv, buf, out);
         }
     }
 }
@@ -140,18 +148,43 @@ struct Data<'a> {
     bias: Option<&'a [f32]>,
 }
 
+/// Picks the block shape, then the window and stride. Planes wider than a vector take two
+/// chunks side by side in 3 rows (six accumulators: enough independent FMA chains to cover
+/// the FMA latency); narrower ones one chunk in 4 rows; planes under 4 rows, 1 row.
 #[inline(always)]
-fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, out: &mut [f32]) {
+fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, buf: &mut [f32], out: &mut [f32]) {
+    macro_rules! go {
+        ($k:literal, $st:literal) => {{
+            macro_rules! job {
+                ($r:literal, $c:literal) => {
+                    s.vectorize(Planes::<'_, '_, A, $k, $st, $r, $c> {
+                        conv,
+                        act,
+                        buf,
+                        out,
+                    })
+                };
+            }
+            let (oh, ow) = (conv.g.oh, conv.g.ow);
+            if oh >= 3 && ow > S::LANES {
+                job!(3, 2)
+            } else if oh >= 4 {
+                job!(4, 1)
+            } else {
+                job!(1, 1)
+            }
+        }};
+    }
     match (conv.g.k, conv.g.stride) {
-        (3, 1) => regions::<S, A, 3, 1>(s, act, conv, out),
-        (3, _) => regions::<S, A, 3, 2>(s, act, conv, out),
-        (5, 1) => regions::<S, A, 5, 1>(s, act, conv, out),
-        _ => regions::<S, A, 5, 2>(s, act, conv, out),
+        (3, 1) => go!(3, 1),
+        (3, _) => go!(3, 2),
+        (5, 1) => go!(5, 1),
+        _ => go!(5, 2),
     }
 }
 
-/// The shape of one plane's convolution, validated so that the index arithmetic below cannot
-/// overflow.
+/// The shape of one plane's convolution and of the band buffer, validated so that the index
+/// arithmetic below cannot overflow.
 struct Geom {
     k: usize,
     stride: usize,
@@ -159,233 +192,91 @@ struct Geom {
     w: usize,
     oh: usize,
     ow: usize,
-    pad_top: isize,
-    pad_left: isize,
+    pad_top: usize,
+    pad_left: usize,
+    /// Elements per phase row of the band buffer (see [`depthwise_band`]).
+    phase_len: usize,
+    /// Elements per buffer row: `stride` phases.
+    row_len: usize,
+    /// Buffer rows.
+    band_rows: usize,
+    /// Image columns copied into a buffer row: those a tap can read (at most `w`).
+    copy_w: usize,
 }
 
 impl Geom {
-    /// `None` if the portable kernel should run instead: not a plain depthwise convolution,
-    /// a window/stride/dilation without a specialised kernel, an empty tensor (nothing to
-    /// vectorise), or sizes so large that the index arithmetic could overflow.
-    fn new(p: &Conv2d) -> Option<Geom> {
-        let k = p.kh;
-        let supported = p.groups == p.c_in
-            && p.c_in == p.c_out
-            && p.kh == p.kw
-            && (k == 3 || k == 5)
-            && p.stride[0] == p.stride[1]
-            && (p.stride[0] == 1 || p.stride[0] == 2)
-            && p.dilation == [1, 1];
-        if !supported {
-            return None;
-        }
+    /// `None` if the portable kernel should run instead: not a depthwise convolution this
+    /// kernel specialises (see [`depthwise_band`]), an empty tensor (nothing to vectorise), or
+    /// sizes so large that the index arithmetic could overflow.
+    fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
+        let band = depthwise_band(p)?;
         // 2^40 per dimension is far beyond any real tensor and keeps every
         // `coordinate * stride + window + lanes` comfortably inside `isize`.
         const LIMIT: usize = 1 << 40;
-        let dims = [p.h, p.w, p.out_h, p.out_w, p.pad[0], p.pad[1]];
+        let dims = [p.h, p.w, p.out_h, p.out_w];
         if dims.iter().any(|&d| d >= LIMIT) {
             return None;
         }
         let planes = p.batch.checked_mul(p.c_out)?;
         planes.checked_mul(p.h.checked_mul(p.w)?)?;
         planes.checked_mul(p.out_h.checked_mul(p.out_w)?)?;
-        p.c_out.checked_mul(k * k)?;
         if planes == 0 || p.h == 0 || p.w == 0 || p.out_h == 0 || p.out_w == 0 {
             return None;
         }
+        let (k, st) = (p.kh, p.stride[0]);
+        // Padded columns a tap reads: up to `(max(ow, L) - 1) * st + k - 1` (the chunks cover
+        // `max(ow, L)` columns). Image columns past that are not copied.
+        let cols_read = (p.out_w.max(S::LANES) - 1) * st + k;
+        let copy_w = p.w.min(cols_read.saturating_sub(p.pad[1]));
+        debug_assert!(S::LANES <= crate::params::DEPTHWISE_MAX_LANES);
         Some(Geom {
             k,
-            stride: p.stride[0],
+            stride: st,
             h: p.h,
             w: p.w,
             oh: p.out_h,
             ow: p.out_w,
-            pad_top: p.pad[0] as isize,
-            pad_left: p.pad[1] as isize,
+            pad_top: p.pad[0],
+            pad_left: p.pad[1],
+            phase_len: band.phase_len,
+            row_len: band.phase_len * st,
+            band_rows: band.rows,
+            copy_w,
         })
     }
 }
 
-/// What every block of one plane shares.
-#[derive(Clone, Copy)]
-struct Plane<'a, S: Simd, A> {
-    s: S,
-    act: A,
-    src: &'a [f32],
-    h: usize,
-    w: usize,
-    ow: usize,
-    /// Outputs per row a chunk stores: `LANES`, or fewer for a plane narrower than a vector.
-    width: usize,
-    wv: [S::V; MAX_K * MAX_K],
-    bias: S::V,
-}
-
-/// The blocks of one plane: `R` output rows by one vector of columns each. Block rows and
-/// chunks are numbered; the last of each is shifted back to end at the plane's edge, so that
-/// there is no scalar remainder (a recomputed output gets the same operations in the same
-/// order, hence the same value).
-struct Tiling {
-    rows_per_block: usize,
-    blocks: usize,
-    chunks: usize,
-    oh: usize,
-    ow: usize,
-    width: usize,
-    lanes: usize,
-}
-
-impl Tiling {
-    /// First output row of block `i`.
-    fn oy0(&self, i: usize) -> usize {
-        (i * self.rows_per_block).min(self.oh - self.rows_per_block)
-    }
-    /// First output column of chunk `j`.
-    fn ox0(&self, j: usize) -> usize {
-        (j * self.lanes).min(self.ow - self.width)
-    }
-}
-
-/// The run `a..b` of `0..n` on which `inside` holds, given that it holds on one run (or
-/// nowhere, giving an empty run).
-fn run_of(n: usize, inside: impl Fn(usize) -> bool) -> (usize, usize) {
-    let mut a = 0;
-    while a < n && !inside(a) {
-        a += 1;
-    }
-    let mut b = a;
-    while b < n && inside(b) {
-        b += 1;
-    }
-    (a, b)
-}
-
-/// Every plane, block class by block class.
-///
-/// The blocks whose loads need neither masks nor row checks form a rectangle of every plane
-/// (row blocks `ri0..ri1` by chunks `cj0..cj1`), since `y0` and `x0` grow with the block and
-/// chunk number; the frame around it needs masks (left/right columns), row checks (top/bottom
-/// rows) or both. Each class runs as a [`Region`] job. Large planes go plane by plane, all
-/// classes of one plane while its data is in cache; small planes go class by class over all
-/// planes (see [`SMALL_PLANE`]).
-#[inline(always)]
-fn regions<S: Simd, A: Act<S>, const K: usize, const ST: usize>(
-    s: S,
-    act: A,
-    conv: &Data<'_>,
-    out: &mut [f32],
-) {
-    let g = conv.g;
-    let lanes = S::LANES;
-    let rows_per_block = if g.oh >= ROWS { ROWS } else { 1 };
-    let t = Tiling {
-        rows_per_block,
-        blocks: g.oh.div_ceil(rows_per_block),
-        chunks: g.ow.div_ceil(lanes).max(1),
-        oh: g.oh,
-        ow: g.ow,
-        width: g.ow.min(lanes),
-        lanes,
-    };
-    let y0 = |i: usize| (t.oy0(i) * ST) as isize - g.pad_top;
-    let x0 = |j: usize| (t.ox0(j) * ST) as isize - g.pad_left;
-    // Input rows a block reads, and input columns a chunk reads (K taps, each a vector of
-    // outputs ST apart; with ST = 2 the odd half of the last pair is read but unused).
-    let rows_read = (rows_per_block - 1) * ST + K;
-    let span = (K - 1 + ST * lanes) as isize;
-    let (ri0, ri1) = if rows_per_block == ROWS {
-        run_of(t.blocks, |i| {
-            y0(i) >= 0 && y0(i) as usize + rows_read <= g.h
-        })
-    } else {
-        (0, 0)
-    };
-    let (cj0, cj1) = run_of(t.chunks, |j| x0(j) >= 0 && x0(j) + span <= g.w as isize);
-    let all_rows = [(0, t.blocks), (0, 0)];
-    let border_rows = [(0, ri0), (ri1, t.blocks)];
-    let inner_rows = [(ri0, ri1), (0, 0)];
-    let edge_cols = [(0, cj0), (cj1, t.chunks)];
-    let inner_cols = [(cj0, cj1), (0, 0)];
-    let n_planes = out.len() / (g.oh * g.ow);
-    let mut run = |planes: (usize, usize)| {
-        macro_rules! region {
-            ($r:expr, $edge:literal, $check:literal, $rows:expr, $cols:expr) => {{
-                let (rows, cols) = ($rows, $cols);
-                let any = |v: &[(usize, usize); 2]| v.iter().any(|&(a, b)| a < b);
-                if any(&rows) && any(&cols) {
-                    s.vectorize(Region::<'_, '_, A, K, ST, { $r }, $edge, $check> {
-                        conv,
-                        act,
-                        tiling: &t,
-                        planes,
-                        rows,
-                        cols,
-                        out: &mut *out,
-                    });
-                }
-            }};
-        }
-        if rows_per_block == ROWS {
-            region!(ROWS, false, false, inner_rows, inner_cols);
-            region!(ROWS, true, false, inner_rows, edge_cols);
-            region!(ROWS, false, true, border_rows, inner_cols);
-            region!(ROWS, true, true, border_rows, edge_cols);
-        } else {
-            region!(1, false, true, all_rows, inner_cols);
-            region!(1, true, true, all_rows, edge_cols);
-        }
-    };
-    if g.oh * g.ow <= SMALL_PLANE {
-        run((0, n_planes));
-    } else {
-        for i in 0..n_planes {
-            run((i, i + 1));
-        }
-    }
-}
-
-/// One class of blocks (see [`regions`]) of the planes `planes`: row blocks in `rows` by
-/// chunks in `cols` (each up to two ranges), all with the same `EDGE` (masked loads) and
-/// `CHECK` (row checks).
-///
-/// Each class is a function of its own (a [`Job`]) whose loops see the plane's weights and
-/// constants as local values. Inlined into one loop with the other classes, the weights were
-/// spilled under the register pressure of the masked variants, or read through a reference
-/// after stores to the output, which LLVM cannot prove disjoint; either way the hot loop ran
-/// at about half the speed of a hand-written one.
-struct Region<
-    'a,
-    'b,
-    A,
-    const K: usize,
-    const ST: usize,
-    const R: usize,
-    const EDGE: bool,
-    const CHECK: bool,
-> {
+/// The whole convolution for window `K`, stride `ST`, and blocks of `R` output rows by `C`
+/// chunks.
+struct Planes<'a, 'b, A, const K: usize, const ST: usize, const R: usize, const C: usize> {
     conv: &'a Data<'b>,
     act: A,
-    tiling: &'a Tiling,
-    planes: (usize, usize),
-    rows: [(usize, usize); 2],
-    cols: [(usize, usize); 2],
+    buf: &'a mut [f32],
     out: &'a mut [f32],
 }
 
-impl<
-        S: Simd,
-        A: Act<S>,
-        const K: usize,
-        const ST: usize,
-        const R: usize,
-        const EDGE: bool,
-        const CHECK: bool,
-    > Job<S> for Region<'_, '_, A, K, ST, R, EDGE, CHECK>
+/// Output rows per band: four blocks of [`ROWS`] rows. Must match [`depthwise_band`].
+const BAND_OUT_ROWS: usize = 16;
+
+impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const C: usize> Job<S>
+    for Planes<'_, '_, A, K, ST, R, C>
 {
     type Output = ();
 
+    /// Bounds, argued once for the raw accesses below and in [`RowCopy::row`] and [`block`]:
+    ///
+    /// * input: plane `p` is `input[p * h * w..][..h * w]`; a copied row `y < h` reads
+    ///   `copy_w <= w` elements from `y * w`.
+    /// * buffer: `band_rows * row_len` elements. A band reads `rows <= band_rows` buffer rows
+    ///   (`depthwise_band`); a copied row writes inside its buffer row ([`RowCopy::row`]);
+    ///   a block's loads end at most `(K - 1) / ST + L` elements after `ox <= max(ow, L) - L`
+    ///   in a phase row of `phase_len >= max(ow, 16) + K + 16` elements.
+    /// * output: plane `p` is `out[p * oh * ow..][..oh * ow]`; a block stores `L` lanes at
+    ///   `(oy + r) * ow + ox` when that ends inside `out`, which it does except for a plane
+    ///   narrower than a vector, and `ow` lanes otherwise.
     #[inline(always)]
     fn run(self, s: S) {
+        const { assert!(K <= MAX_K && K % 2 == 1 && (ST == 1 || ST == 2) && R <= ROWS && C <= 2) };
         let Data {
             g,
             c,
@@ -393,37 +284,100 @@ impl<
             weight,
             bias,
         } = *self.conv;
-        let t = self.tiling;
-        let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
-        for p in self.planes.0..self.planes.1 {
+        let (buf, out) = (self.buf, self.out);
+        let lanes = S::LANES;
+        let Geom {
+            h,
+            w,
+            oh,
+            ow,
+            pad_top,
+            row_len,
+            band_rows,
+            ..
+        } = *g;
+        // Blocks: `R` output rows from row `oy0(i)`; the last one ends at the last row.
+        let blocks = oh.div_ceil(R);
+        let oy0 = |i: usize| (i * R).min(oh - R);
+        let blocks_per_band = BAND_OUT_ROWS / R;
+        let bands = blocks.div_ceil(blocks_per_band);
+        // Column groups: `C` chunks of `L` output columns; chunk `c` of group `j` starts at
+        // `ox(j)[c]`. The last group ends at the last column (its chunks may overlap the
+        // previous group's or each other), or starts at 0 if the plane is narrower than a
+        // vector (then `C` is 1).
+        debug_assert!(C == 1 || ow > lanes);
+        let groups = ow.div_ceil(C * lanes);
+        let ox = |j: usize| -> [usize; C] {
+            let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
+            core::array::from_fn(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
+        };
+        let (in_plane, out_plane) = (h * w, oh * ow);
+        let planes = out.len() / out_plane;
+        debug_assert!(input.len() == planes * in_plane && buf.len() == band_rows * row_len);
+        let copy = RowCopy::new(s, g);
+        // By value, so that the loops keep them in registers: read through `g`, they were
+        // reloaded after every store to the output (raw pointers may alias anything).
+        let strides = Strides {
+            row_len: g.row_len,
+            phase_len: g.phase_len,
+            ow: g.ow,
+        };
+        let (src0, buf0, dst0) = (input.as_ptr(), buf.as_mut_ptr(), out.as_mut_ptr());
+        let out_end = dst0.wrapping_add(out.len());
+        for p in 0..planes {
             let ch = p % c;
             let mut wv = [s.zero(); MAX_K * MAX_K];
             for (v, &x) in wv.iter_mut().zip(&weight[ch * K * K..][..K * K]) {
                 *v = s.splat(x);
             }
-            let pl = Plane {
-                s,
-                act: self.act,
-                src: &input[p * in_plane..][..in_plane],
-                h: g.h,
-                w: g.w,
-                ow: g.ow,
-                width: t.width,
-                wv,
-                bias: s.splat(bias.map_or(0.0, |b| b[ch])),
-            };
-            let dst = &mut self.out[p * out_plane..][..out_plane];
-            for &(r0, r1) in &self.rows {
-                for i in r0..r1 {
-                    let oy0 = t.oy0(i);
-                    let y0 = (oy0 * ST) as isize - g.pad_top;
-                    for &(c0, c1) in &self.cols {
-                        for j in c0..c1 {
-                            let ox0 = t.ox0(j);
-                            let x0 = (ox0 * ST) as isize - g.pad_left;
-                            let out = &mut dst[oy0 * t.ow + ox0..];
-                            block::<S, A, K, ST, R, EDGE, CHECK>(&pl, y0, x0, out);
-                        }
+            let b = s.splat(bias.map_or(0.0, |b| b[ch]));
+            let src = src0.wrapping_add(p * in_plane);
+            let dst = dst0.wrapping_add(p * out_plane);
+            for band in 0..bands {
+                let first = band * blocks_per_band;
+                let last = (first + blocks_per_band).min(blocks) - 1;
+                // Padded input rows `y0..y0 + rows` go to buffer rows `0..rows`; of those,
+                // the image rows (padded `pad_top..pad_top + h`) to buffer rows `top..bottom`.
+                let y0 = oy0(first) * ST;
+                let rows = (oy0(last) + R - 1) * ST + K - y0;
+                debug_assert!(rows <= band_rows);
+                let top = pad_top.saturating_sub(y0).min(rows);
+                let bottom = (pad_top + h).saturating_sub(y0).clamp(top, rows);
+                if bands > 1 {
+                    // Rows of padding: zero (this band's buffer rows held image rows before).
+                    buf[..top * row_len].fill(0.0);
+                    buf[bottom * row_len..rows * row_len].fill(0.0);
+                }
+                // Image row of buffer row `top` (if `top < bottom`).
+                let y_lo = (y0 + top).saturating_sub(pad_top);
+                let (y_hi, y_lo) = (y_lo + (bottom - top), y_lo);
+                let mut from = src.wrapping_add(y_lo * w);
+                let mut to = buf0.wrapping_add(top * row_len);
+                for _ in y_lo..y_hi {
+                    // SAFETY: see the bounds above.
+                    unsafe { copy.row::<ST>(s, from, to) };
+                    from = from.wrapping_add(w);
+                    to = to.wrapping_add(row_len);
+                }
+                for i in first..=last {
+                    let oy = oy0(i);
+                    let rows = buf0.wrapping_add((oy * ST - y0) * row_len);
+                    let at = dst.wrapping_add(oy * ow);
+                    for j in 0..groups {
+                        // SAFETY: see the bounds above.
+                        unsafe {
+                            block::<S, A, K, ST, R, C>(
+                                s,
+                                &wv,
+                                b,
+                                self.act,
+                                rows,
+                                strides,
+                                ox(j),
+                                at,
+                                out_end,
+                            )
+                        };
                     }
                 }
             }
@@ -431,168 +385,226 @@ impl<
     }
 }
 
-/// `R` output rows by one vector of columns, stored at `out[r * ow..]`. With `EDGE`, loads are
-/// masked to the image's columns; with `CHECK`, input rows outside the image are skipped.
+/// The strides a block needs, passed by value.
+#[derive(Clone, Copy)]
+struct Strides {
+    row_len: usize,
+    phase_len: usize,
+    ow: usize,
+}
+
+/// Copies input rows into buffer rows at the padded column offset, splitting them into
+/// phases with stride 2.
+struct RowCopy<S: Simd> {
+    /// The lanes of the last, partial vector of a row (stride 1), or of the last pair's two
+    /// vectors (stride 2).
+    tail: [S::M; 2],
+    /// Where the tail starts.
+    tail_at: usize,
+    /// Columns copied.
+    n: usize,
+    /// Where the row's first element goes, and (stride 2) its second, relative to the start
+    /// of the buffer row.
+    even_at: usize,
+    odd_at: usize,
+}
+
+impl<S: Simd> RowCopy<S> {
+    #[inline(always)]
+    fn new(s: S, g: &Geom) -> Self {
+        let (l, n, pl) = (S::LANES, g.copy_w, g.pad_left);
+        // Whole vectors (stride 1) or pairs (stride 2) cover `0..tail_at`; the tail covers
+        // the rest with masked loads.
+        let step = l * g.stride;
+        let tail_at = n - n % step;
+        let rest = n - tail_at;
+        // Stride 2: source column `x` is padded column `x + pad_left`, element
+        // `(x + pad_left) / 2` of phase `(x + pad_left) % 2`. Pairs start at even `x`, so
+        // their even elements all go to phase `pad_left % 2` from index `x / 2 + pad_left / 2`,
+        // their odd elements to the other phase from `x / 2 + (pad_left + 1) / 2`.
+        let (even_at, odd_at) = match (g.stride, pl % 2) {
+            (1, _) => (pl, 0),
+            (_, 0) => (pl / 2, g.phase_len + pl / 2),
+            _ => (g.phase_len + pl / 2, pl.div_ceil(2)),
+        };
+        Self {
+            tail: [
+                s.mask_range(0, rest.min(l)),
+                s.mask_range(0, rest.saturating_sub(l)),
+            ],
+            tail_at,
+            n,
+            even_at,
+            odd_at,
+        }
+    }
+
+    /// Copies one input row into one buffer row. Writes the image columns, and zeros at
+    /// padding positions after them; nothing else.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + n` must be readable and the buffer row `dst..dst + row_len` writable.
+    /// (The writes stay inside it: stride 1 writes `pad_left..pad_left + n` rounded up to
+    /// whole vectors, `pad_left + n + L <= phase_len`; stride 2 writes `L` elements of a
+    /// phase from `x / 2 + (pad_left + 1) / 2` for `x < n`, which end before
+    /// `(pad_left + n) / 2 + L + 1 <= phase_len`; see `depthwise_band`.)
+    #[inline(always)]
+    unsafe fn row<const ST: usize>(&self, s: S, src: *const f32, dst: *mut f32) {
+        let l = S::LANES;
+        // Loads at `x < tail_at` read whole vectors (pairs) that end at or before
+        // `tail_at <= n`; the tail's masks select only columns below `n`. Stores are inside
+        // the buffer row, as argued in the doc comment.
+        if ST == 1 {
+            let dst = dst.wrapping_add(self.even_at);
+            let mut x = 0;
+            while x < self.tail_at {
+                // SAFETY: a whole vector inside both rows (see above).
+                unsafe { s.store_ptr(dst.add(x), s.load_ptr(src.add(x))) };
+                x += l;
+            }
+            if x < self.n {
+                // SAFETY: the masked tail (see above).
+                unsafe {
+                    let v = s.load_masked_ptr(src.add(x), self.tail[0]);
+                    s.store_ptr(dst.add(x), v);
+                }
+            }
+        } else {
+            let (even, odd) = (
+                dst.wrapping_add(self.even_at),
+                dst.wrapping_add(self.odd_at),
+            );
+            let pair = |x: usize, a: S::V, b: S::V| {
+                let (e, o) = s.deinterleave(a, b);
+                // SAFETY: inside the buffer row (see above).
+                unsafe {
+                    s.store_ptr(even.add(x / 2), s.unpermute(e));
+                    s.store_ptr(odd.add(x / 2), s.unpermute(o));
+                }
+            };
+            let mut x = 0;
+            while x < self.tail_at {
+                // SAFETY: a whole pair inside the input row (see above).
+                let (a, b) = unsafe { (s.load_ptr(src.add(x)), s.load_ptr(src.add(x + l))) };
+                pair(x, a, b);
+                x += 2 * l;
+            }
+            if x < self.n {
+                // SAFETY: the masked tail (see above).
+                let (a, b) = unsafe {
+                    (
+                        s.load_masked_ptr(src.add(x), self.tail[0]),
+                        s.load_masked_ptr(src.add(x + l), self.tail[1]),
+                    )
+                };
+                pair(x, a, b);
+            }
+        }
+    }
+}
+
+/// `R` output rows by `C` vectors of columns, from the buffer rows at `rows` (the block's
+/// first input row), stored at `out + r * ow + ox[c]`.
 ///
-/// Register budget (AVX2, 3x3): `R = 4` accumulators, nine weights, the activation's
-/// constants and the tap being used fill the sixteen registers. Each accumulator is a chain of
-/// `K * K` dependent FMAs, but consecutive blocks are independent and the out-of-order core
-/// overlaps them (a hand-written version of this loop measures about 0.8 of the FMA peak).
+/// Register budget (AVX2, 3x3): `R * C` accumulators (6 or 4), nine weights and the tap in
+/// use. Each accumulator is a chain of `K * K` dependent FMAs; with six of them in flight,
+/// and the next block's starting while this one ends, the FMA latency is covered.
+///
+/// # Safety
+///
+/// The `(R - 1) * ST + K` buffer rows from `rows` must be readable for `ox[c] + (K - 1) / ST
+/// + L` elements in each phase, and `out + r * ow + ox[c]` writable for `L` lanes where that
+/// ends at or before `out_end`, else for `min(ow, L)` lanes.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn block<
+unsafe fn block<
     S: Simd,
     A: Act<S>,
     const K: usize,
     const ST: usize,
     const R: usize,
-    const EDGE: bool,
-    const CHECK: bool,
+    const C: usize,
 >(
-    pl: &Plane<'_, S, A>,
-    y0: isize,
-    x0: isize,
-    out: &mut [f32],
+    s: S,
+    wv: &[S::V; MAX_K * MAX_K],
+    bias: S::V,
+    act: A,
+    rows: *const f32,
+    at: Strides,
+    ox: [usize; C],
+    out: *mut f32,
+    out_end: *mut f32,
 ) {
-    const {
-        assert!((R - 1) * ST + K <= MAX_IN_ROWS && K <= MAX_K && K % 2 == 1 && (ST == 1 || ST == 2))
-    };
-    let s = pl.s;
-    // The masks of the (up to six) loads per input row, the same for every row.
-    let mut masks = [s.mask_range(0, 0); MAX_K + 1];
-    if EDGE {
-        for (j, m) in masks.iter_mut().enumerate().take(loads_per_row(K, ST)) {
-            let first = x0 + load_offset::<S>(j, ST) as isize;
-            let lanes = S::LANES as isize;
-            let lo = (-first).clamp(0, lanes);
-            let hi = (pl.w as isize - first).clamp(lo, lanes);
-            *m = s.mask_range(lo as usize, hi as usize);
-        }
-    }
-    let mut acc = [pl.bias; R];
-    // Fully unrolled over the input rows, so every `ky` below is a constant and the
+    const { assert!((R - 1) * ST + K <= MAX_IN_ROWS) };
+    let l = S::LANES;
+    let mut acc = [[bias; C]; R];
+    // Fully unrolled over the input rows, so that every `ky` below is a constant and the
     // accumulators stay in registers.
     macro_rules! input_rows {
         ($($t:literal)*) => {$(
             if $t < (R - 1) * ST + K {
-                input_row::<S, A, K, ST, R, EDGE, CHECK, $t>(pl, y0, x0, &masks, &mut acc);
+                let row = rows.wrapping_add($t * at.row_len);
+                // SAFETY: one of the block's rows; the caller's contract.
+                unsafe {
+                    input_row::<S, K, ST, R, C, $t>(s, wv, row, at.phase_len, ox, &mut acc)
+                };
             }
         )*};
     }
     input_rows!(0 1 2 3 4 5 6 7 8 9 10);
-    // One bounds check for all R rows rather than one per store.
-    let out = &mut out[..(R - 1) * pl.ow + pl.width];
-    for (r, &v) in acc.iter().enumerate() {
-        let v = if ST == 2 { s.unpermute(v) } else { v };
-        let v = pl.act.apply(s, v);
-        let at = out[r * pl.ow..].as_mut_ptr();
-        if pl.width == S::LANES {
-            // SAFETY: `out` holds `(R - 1) * ow + width` elements, so row `r < R` has
-            // `width` of them from `r * ow`.
-            unsafe { s.store_ptr(at, v) };
-        } else {
-            // SAFETY: as above.
-            unsafe { s.store_first_ptr(at, pl.width, v) };
+    for (r, acc) in acc.iter().enumerate() {
+        for (&v, &ox) in acc.iter().zip(&ox) {
+            let v = act.apply(s, v);
+            let dst = out.wrapping_add(r * at.ow + ox);
+            if (out_end as usize).wrapping_sub(dst as usize) >= l * size_of::<f32>() {
+                // SAFETY: `L` lanes that end inside the output. Lanes past the row's `ow`
+                // outputs (a plane narrower than a vector) land on later outputs, which are
+                // written after this.
+                unsafe { s.store_ptr(dst, v) };
+            } else {
+                // SAFETY: the end of the output, where `ow < L` (a whole chunk of a wider
+                // plane ends inside its row): `min(ow, L)` lanes are writable.
+                unsafe { s.store_first_ptr(dst, at.ow.min(l), v) };
+            }
         }
     }
 }
 
-/// Vector loads per input row: one per tap with stride 1; pairs covering the taps two by two
-/// with stride 2.
-const fn loads_per_row(k: usize, st: usize) -> usize {
-    if st == 1 {
-        k
-    } else {
-        k + 1
-    }
-}
-
-/// Column offset of load `j` of a row, relative to the chunk's first input column.
+/// Adds buffer row `T` of a block (`row`) into the accumulators of the output rows it feeds.
+///
+/// # Safety
+///
+/// `row + phase * phase_len + ox[c] + kx / ST` must be readable for `L` elements for every
+/// tap `kx` and chunk `c`.
 #[inline(always)]
-fn load_offset<S: Simd>(j: usize, st: usize) -> usize {
-    if st == 1 {
-        j
-    } else {
-        // Pair j / 2 starts at tap 2 * (j / 2); its second vector is LANES further.
-        2 * (j / 2) + (j % 2) * S::LANES
-    }
-}
-
-/// Adds input row `T` of the block into the accumulators of the output rows it feeds.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn input_row<
+unsafe fn input_row<
     S: Simd,
-    A,
     const K: usize,
     const ST: usize,
     const R: usize,
-    const EDGE: bool,
-    const CHECK: bool,
+    const C: usize,
     const T: usize,
 >(
-    pl: &Plane<'_, S, A>,
-    y0: isize,
-    x0: isize,
-    masks: &[S::M; MAX_K + 1],
-    acc: &mut [S::V; R],
-) {
-    let s = pl.s;
-    let iy = y0 + T as isize;
-    if CHECK && (iy < 0 || iy >= pl.h as isize) {
-        return; // top or bottom padding: these taps add zeros
-    }
-    // In bounds: `iy` is in `0..h`, checked above or (without CHECK) by the caller for the
-    // whole block; `wrapping_add` just avoids asserting it a second time.
-    let row = pl.src.as_ptr().wrapping_add(iy as usize * pl.w);
-    let mut taps = [s.zero(); K];
-    if ST == 1 {
-        for (kx, t) in taps.iter_mut().enumerate() {
-            *t = load::<S, EDGE>(s, row, pl.w, x0 + kx as isize, masks[kx]);
-        }
-    } else {
-        for pair in 0..K.div_ceil(2) {
-            let first = x0 + 2 * pair as isize;
-            let (even, odd) = s.deinterleave(
-                load::<S, EDGE>(s, row, pl.w, first, masks[2 * pair]),
-                load::<S, EDGE>(s, row, pl.w, first + S::LANES as isize, masks[2 * pair + 1]),
-            );
-            taps[2 * pair] = even;
-            if 2 * pair + 1 < K {
-                taps[2 * pair + 1] = odd;
-            }
-        }
-    }
-    for (r, a) in acc.iter_mut().enumerate() {
-        if T >= r * ST && T - r * ST < K {
-            let ky = T - r * ST;
-            for (kx, &t) in taps.iter().enumerate() {
-                *a = s.fmadd(t, pl.wv[ky * K + kx], *a);
-            }
-        }
-    }
-}
-
-/// `LANES` inputs from `row[first..]` of a row of `w` elements that is inside the plane.
-#[inline(always)]
-fn load<S: Simd, const EDGE: bool>(
     s: S,
+    wv: &[S::V; MAX_K * MAX_K],
     row: *const f32,
-    w: usize,
-    first: isize,
-    mask: S::M,
-) -> S::V {
-    debug_assert!(EDGE || (first >= 0 && first as usize + S::LANES <= w));
-    let p = row.wrapping_offset(first);
-    if EDGE {
-        // SAFETY: `row` starts a row of `w` elements inside the plane (see `input_row`), and
-        // `mask` selects exactly the lanes whose column `first + lane` lies in `0..w` (see
-        // `block`); the other lanes are not read.
-        unsafe { s.load_masked_ptr(p, mask) }
-    } else {
-        // SAFETY: `row` starts a row of `w` elements inside the plane. The non-EDGE variant
-        // runs only if `0 <= x0` and `x0 + K - 1 + ST * LANES <= w` (see `row_block`), and
-        // every load reads `first..first + LANES` with `first - x0 <= K - 1 + (ST - 1) *
-        // LANES` (see `load_offset`), so the whole vector is inside the row.
-        unsafe { s.load_ptr(p) }
+    phase_len: usize,
+    ox: [usize; C],
+    acc: &mut [[S::V; C]; R],
+) {
+    // Tap by tap, each used at once by every output row it feeds, so that one tap register
+    // is live at a time.
+    for kx in 0..K {
+        for (c, &ox) in ox.iter().enumerate() {
+            let at = (kx % ST) * phase_len + kx / ST + ox;
+            // SAFETY: the caller's contract.
+            let tap = unsafe { s.load_ptr(row.wrapping_add(at)) };
+            for (r, a) in acc.iter_mut().enumerate() {
+                if T >= r * ST && T - r * ST < K {
+                    a[c] = s.fmadd(tap, wv[(T - r * ST) * K + kx], a[c]);
+                }
+            }
+        }
     }
 }

@@ -444,13 +444,15 @@ fn check_depthwise(lanes: Lanes, p: &Conv2d, rng: &mut XorShift, what: &str) {
     // The sum of the absolute terms bounds the rounding error of any summation order.
     let mut scale = vec![0.0; n_out];
     let (ai, aw, ab) = (abs(&input), abs(&weight), abs(&bias));
+    // NaN scratch: stale scratch would poison the result, and an overrun panics.
+    let mut scratch = vec![f32::NAN; p.scratch_len()];
     portable::conv2d(
         p,
         &ai,
         &aw,
         Some(&ab),
         Activation::None,
-        &mut [],
+        &mut scratch,
         &mut scale,
     );
     for s in &mut scale {
@@ -459,9 +461,10 @@ fn check_depthwise(lanes: Lanes, p: &Conv2d, rng: &mut XorShift, what: &str) {
     for act in ACTS {
         let bias = (rng.below(2) == 0).then_some(&bias[..]);
         let mut want = vec![0.0; n_out];
-        portable::conv2d(p, &input, &weight, bias, act, &mut [], &mut want);
+        portable::conv2d(p, &input, &weight, bias, act, &mut scratch, &mut want);
         let mut got = vec![f32::NAN; n_out + 5];
-        on!(lanes, s => depthwise::conv2d(s, p, &input, &weight, bias, act, &mut [], &mut got));
+        scratch.fill(f32::NAN);
+        on!(lanes, s => depthwise::conv2d(s, p, &input, &weight, bias, act, &mut scratch, &mut got));
         assert_close(
             &got[..n_out],
             &want,

@@ -1,0 +1,59 @@
+//! The compiler's copy of the conv2d scratch formula (`kiln_dsl::layout::conv_scratch`, which
+//! sizes the arena's scratch) against the kernels' own (`Conv2d::scratch_len`), over a grid of
+//! geometries that crosses every branch and boundary of both: pointwise, depthwise with and
+//! without the band buffer (window, stride, dilation, padding), grouped and plain im2col,
+//! planes below, at and above the band's 16 rows and 16 columns.
+
+use kiln_kernels::Conv2d;
+
+#[test]
+fn compiler_and_kernels_agree_on_conv_scratch() {
+    let mut checked = 0;
+    for k in [1, 2, 3, 5, 7] {
+        for s in [[1, 1], [2, 2], [3, 3], [1, 2]] {
+            for d in [[1, 1], [2, 2]] {
+                for pad in [
+                    [0, 0, 0, 0],
+                    [1, 1, 1, 1],
+                    [2, 0, 1, 3],
+                    [4, 4, 0, 0],
+                    [5, 5, 5, 5],
+                ] {
+                    for (c_in, c_out, groups) in
+                        [(8, 8, 8), (1, 1, 1), (8, 16, 8), (8, 16, 1), (6, 9, 3)]
+                    {
+                        for [oh, ow] in [[1, 1], [3, 7], [15, 16], [16, 17], [40, 9], [7, 40]] {
+                            let p = Conv2d {
+                                batch: 2,
+                                c_in,
+                                h: 30,
+                                w: 30,
+                                c_out,
+                                kh: k,
+                                kw: k,
+                                stride: s,
+                                dilation: d,
+                                pad,
+                                groups,
+                                out_h: oh,
+                                out_w: ow,
+                            };
+                            let dsl = kiln_dsl::layout::conv_scratch(
+                                [k, k],
+                                s,
+                                d,
+                                pad,
+                                c_in / groups,
+                                c_out / groups,
+                                [oh, ow],
+                            );
+                            assert_eq!(dsl, Some(p.scratch_len()), "{p:?}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 5 * 4 * 2 * 5 * 5 * 6);
+}
