@@ -12,8 +12,8 @@
 //!    im2col(input)[k, oh*ow]`, where the im2col matrix is never written: the GEMM's packing
 //!    step reads the input through the im2col map ([`super::im2col`]) straight into
 //!    its stack panel. That is one pass over the data instead of two (write im2col, then pack
-//!    it), and it needs no scratch, so `scratch` is unused here (it stays sized by
-//!    [`Conv2d::scratch_len`] for the portable kernel).
+//!    it), and it needs no scratch: [`Conv2d::scratch_len`]'s im2col matrix is for the
+//!    portable kernel; `scratch` only reaches the depthwise kernel (its band buffer).
 //!
 //! The weights `[c_out, c_in/g, kh, kw]` are already the row-major `[c_out/g, k]` left-hand
 //! matrix of each group; the bias is per row of the GEMM.

@@ -1,22 +1,21 @@
 //! avx2 kernels. [`upgrade`] puts them into a table; the table code (`crate::table`) only
 //! calls it after detecting every CPU feature they use.
 //!
-//! Each file starts as a re-export of the portable kernels and is replaced family by family;
-//! the entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
-//! justified by that detection.
+//! The entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
+//! justified by that detection. GEMM and conv2d are this folder's own files; depthwise,
+//! element-wise, norm and pool are the generic kernels of `x86_64/simd`, whose entries
+//! [`simd_families!`](crate::arch::x86_64::simd::simd_families) defines.
 
 pub(super) mod blis;
 mod conv;
-mod depthwise;
-mod eltwise;
 mod gemm;
 pub(super) mod im2col;
 pub(super) mod kern;
 pub(super) mod lanes;
-mod norm;
-mod pool;
 
 use crate::table::Kernels;
+
+crate::arch::x86_64::simd::simd_families!("avx2,fma", Avx2Fma);
 
 /// Overwrites the entries of `k` this ISA implements.
 pub(crate) const fn upgrade(k: &mut Kernels) {

@@ -1,9 +1,9 @@
 //! The depthwise, element-wise, normalisation and pooling kernels of both x86_64 ISAs,
 //! written once against the lane-width abstraction in [`vector`].
 //!
-//! `avx2/{depthwise,eltwise,norm,pool}.rs` and their `avx512` twins are thin: each safe table
-//! entry calls a `#[target_feature]` function that makes the ISA's token and runs the generic
-//! kernel from here. Everything in this module is `#[inline(always)]`, so the whole kernel is
+//! The `avx2` and `avx512` folders get their entries for these families from one
+//! [`simd_families!`] invocation each: each safe table entry calls a `#[target_feature]`
+//! function that makes the ISA's token and runs the generic kernel from here. Everything in this module is `#[inline(always)]`, so the whole kernel is
 //! compiled inside that function, with its features; nothing here is ever called from code
 //! compiled without them. One generic body per family means the AVX-512 kernels are the AVX2
 //! ones with 16 lanes: the tests that run the AVX2 path on a machine without AVX-512 exercise
@@ -66,3 +66,130 @@ macro_rules! isa_entries {
     };
 }
 pub(crate) use isa_entries;
+
+/// Defines one ISA's table entries for every family written here, as the modules `depthwise`,
+/// `eltwise`, `norm` and `pool` of the invoking ISA folder (`avx2`, `avx512`): each entry is
+/// the generic kernel of the same name in this module, compiled with `$features` and run
+/// with the token `$token` (see [`isa_entries!`]). Both ISAs get the same list, so an entry
+/// cannot be added to one and forgotten in the other.
+macro_rules! simd_families {
+    ($features:literal, $token:ident) => {
+        /// Depthwise conv2d: [`crate::arch::x86_64::simd::depthwise`] with this ISA's
+        /// features. `conv.rs` calls [`depthwise::depthwise_conv2d`] for convolutions with
+        /// one input and one output channel per group; shapes it does not specialise run the
+        /// portable kernel.
+        pub(super) mod depthwise {
+            use crate::arch::x86_64::simd::{depthwise, isa_entries, vector::$token};
+            use crate::{Activation, Conv2d};
+
+            isa_entries! {
+                features: $features,
+                token: $token;
+                /// Depthwise [`crate::conv2d`]: same signature and semantics; `scratch`
+                /// holds the band buffer.
+                #[allow(clippy::too_many_arguments)]
+                fn depthwise_conv2d(
+                    p: &Conv2d,
+                    input: &[f32],
+                    weight: &[f32],
+                    bias: Option<&[f32]>,
+                    act: Activation,
+                    scratch: &mut [f32],
+                    out: &mut [f32],
+                ) => depthwise::conv2d;
+            }
+        }
+
+        /// Element-wise kernels: [`crate::arch::x86_64::simd::eltwise`] with this ISA's
+        /// features.
+        pub(super) mod eltwise {
+            use crate::arch::x86_64::simd::{eltwise, isa_entries, vector::$token};
+            use crate::{Activation, BinaryOp, Broadcast};
+
+            isa_entries! {
+                features: $features,
+                token: $token;
+                /// [`crate::unary`].
+                fn unary(act: Activation, input: &[f32], out: &mut [f32]) => eltwise::unary;
+                /// [`crate::unary_inplace`].
+                fn unary_inplace(act: Activation, data: &mut [f32]) => eltwise::unary_inplace;
+                /// [`crate::binary`].
+                fn binary(op: BinaryOp, bc: &Broadcast, a: &[f32], b: &[f32], out: &mut [f32])
+                    => eltwise::binary;
+                /// [`crate::binary_inplace`].
+                fn binary_inplace(
+                    op: BinaryOp,
+                    bc: &Broadcast,
+                    acc: &mut [f32],
+                    other: &[f32],
+                    acc_is_lhs: bool,
+                ) => eltwise::binary_inplace;
+            }
+        }
+
+        /// Scale/shift and softmax: [`crate::arch::x86_64::simd::norm`] with this ISA's
+        /// features.
+        pub(super) mod norm {
+            use crate::arch::x86_64::simd::{isa_entries, norm, vector::$token};
+            use crate::Activation;
+
+            isa_entries! {
+                features: $features,
+                token: $token;
+                /// [`crate::scale_shift`].
+                #[allow(clippy::too_many_arguments)]
+                fn scale_shift(
+                    batch: usize,
+                    channels: usize,
+                    spatial: usize,
+                    input: &[f32],
+                    scale: &[f32],
+                    shift: &[f32],
+                    act: Activation,
+                    out: &mut [f32],
+                ) => norm::scale_shift;
+                /// [`crate::scale_shift_inplace`].
+                #[allow(clippy::too_many_arguments)]
+                fn scale_shift_inplace(
+                    batch: usize,
+                    channels: usize,
+                    spatial: usize,
+                    data: &mut [f32],
+                    scale: &[f32],
+                    shift: &[f32],
+                    act: Activation,
+                ) => norm::scale_shift_inplace;
+                /// [`crate::softmax`].
+                fn softmax(outer: usize, len: usize, inner: usize, input: &[f32], out: &mut [f32])
+                    => norm::softmax;
+                /// [`crate::softmax_inplace`].
+                fn softmax_inplace(outer: usize, len: usize, inner: usize, data: &mut [f32])
+                    => norm::softmax_inplace;
+            }
+        }
+
+        /// Pooling: [`crate::arch::x86_64::simd::pool`] with this ISA's features.
+        pub(super) mod pool {
+            use crate::arch::x86_64::simd::{isa_entries, pool, vector::$token};
+            use crate::Pool2d;
+
+            isa_entries! {
+                features: $features,
+                token: $token;
+                /// [`crate::max_pool2d`].
+                fn max_pool2d(p: &Pool2d, input: &[f32], out: &mut [f32]) => pool::max_pool2d;
+                /// [`crate::avg_pool2d`].
+                fn avg_pool2d(p: &Pool2d, input: &[f32], out: &mut [f32]) => pool::avg_pool2d;
+                /// [`crate::global_avg_pool`].
+                fn global_avg_pool(
+                    batch: usize,
+                    channels: usize,
+                    spatial: usize,
+                    input: &[f32],
+                    out: &mut [f32],
+                ) => pool::global_avg_pool;
+            }
+        }
+    };
+}
+pub(crate) use simd_families;
