@@ -109,8 +109,13 @@ impl Conv2d {
     /// * `0` for a 1x1, stride-1, unpadded convolution (a GEMM directly on the activations);
     /// * for a depthwise convolution (`c_in / groups == 1 && c_out / groups == 1`) with a
     ///   `k`x`k` window, `k` 3 or 5, the same stride `s` of 1 or 2 both ways, no dilation and
-    ///   top and left padding below `k`: the zero-padded band buffer of the SIMD kernels,
-    ///   `((min(out_h, 16) - 1) * s + k) * s * (max(out_w, 16) + k + 16)`;
+    ///   top and left padding below `k`, the zero-padded band buffer of the SIMD kernels:
+    ///   - if `s == 2` or `out_w <= 8` (the channels-in-lanes kernel), with
+    ///     `row = ((out_w - 1) * s + k) * 16`, `fit = 32768 / row`,
+    ///     `bands = min(out_h, if fit < k { 1 } else { (fit - k) / s + 1 })`:
+    ///     `((bands - 1) * s + k) * row + 16`;
+    ///   - otherwise (the planar kernel)
+    ///     `((min(out_h, 16) - 1) * s + k) * s * (max(out_w, 16) + k + 16)`;
     /// * `0` for any other depthwise convolution (direct loops);
     /// * otherwise `(c_in / groups) * kh * kw * out_h * out_w`, the im2col matrix of one group
     ///   of one image.
@@ -118,9 +123,10 @@ impl Conv2d {
         if self.is_pointwise() {
             0
         } else if self.is_depthwise() {
-            match depthwise_band(self) {
-                Some(b) => b.rows * b.phase_len * self.stride[0],
-                None => 0,
+            match (lanes_band(self), depthwise_band(self)) {
+                (Some(b), _) => b.len,
+                (None, Some(b)) => b.rows * b.phase_len * self.stride[0],
+                (None, None) => 0,
             }
         } else {
             (self.c_in / self.groups) * self.kh * self.kw * self.out_h * self.out_w
@@ -212,6 +218,67 @@ pub(crate) const fn depthwise_band(p: &Conv2d) -> Option<DepthwiseBand> {
     let rows = if oh == 0 { 0 } else { (oh - 1) * s + k };
     match phase_len.checked_mul(rows * s) {
         Some(_) => Some(DepthwiseBand { rows, phase_len }),
+        None => None,
+    }
+}
+
+/// Floats the channels-in-lanes band buffer may take at [`DEPTHWISE_MAX_LANES`] lanes (128
+/// KiB; half that at 8 lanes), unless one band of the smallest height needs more.
+pub(crate) const LANES_BAND_FLOATS: usize = 32 * 1024;
+
+/// The band buffer of the channels-in-lanes depthwise kernel: `rows` padded input rows of
+/// `width` pixels of `DEPTHWISE_MAX_LANES` channels, for bands of `out_rows` output rows,
+/// plus one vector of slack so the kernel can align the buffer; `len` floats in all.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LanesBand {
+    pub(crate) out_rows: usize,
+    pub(crate) rows: usize,
+    pub(crate) width: usize,
+    pub(crate) len: usize,
+}
+
+/// The channels-in-lanes band for `p` (see [`LanesBand`]), or `None` if the planar kernel
+/// (or none) runs `p`. The channels-in-lanes kernel takes the convolutions
+/// [`depthwise_band`] accepts with stride 2 or at most 8 output columns: there its transposes
+/// cost less than the planar kernel's stride-2 deinterleave and per-plane setup (see
+/// `arch/x86_64/simd/depthwise_lanes.rs`).
+pub(crate) const fn lanes_band(p: &Conv2d) -> Option<LanesBand> {
+    if depthwise_band(p).is_none() || p.out_h == 0 || p.out_w == 0 {
+        return None;
+    }
+    if p.stride[0] != 2 && p.out_w > 8 {
+        return None;
+    }
+    let (k, s) = (p.kh, p.stride[0]);
+    // Padded columns the taps read: `(ow - 1) * s + k`.
+    let Some(width) = (p.out_w - 1).checked_mul(s) else {
+        return None;
+    };
+    let Some(width) = width.checked_add(k) else {
+        return None;
+    };
+    let Some(row) = width.checked_mul(DEPTHWISE_MAX_LANES) else {
+        return None;
+    };
+    // As many output rows as fit the budget, at least one, at most all.
+    let fit = LANES_BAND_FLOATS / row;
+    let out_rows = if fit < k { 1 } else { (fit - k) / s + 1 };
+    let out_rows = if out_rows > p.out_h {
+        p.out_h
+    } else {
+        out_rows
+    };
+    let rows = (out_rows - 1) * s + k;
+    match row.checked_mul(rows) {
+        Some(len) => match len.checked_add(DEPTHWISE_MAX_LANES) {
+            Some(len) => Some(LanesBand {
+                out_rows,
+                rows,
+                width,
+                len,
+            }),
+            None => None,
+        },
         None => None,
     }
 }
@@ -340,10 +407,19 @@ mod tests {
         // 1x1, stride 1, no padding: no scratch, even with groups.
         assert_eq!(conv(1, 1, 0, 8, 16, 1).scratch_len(), 0);
         assert_eq!(conv(1, 1, 0, 8, 16, 4).scratch_len(), 0);
-        // Depthwise 3x3 / 5x5, stride 1 or 2: the band buffer, rows * stride * phase_len with
+        // Depthwise 3x3 / 5x5 with stride 2 or at most 8 output columns: the channels-in-lanes
+        // band, rows * row + 16 with row = ((out_w - 1) * s + k) * 16 and as many rows as
+        // fit 32768 floats (all 5 output rows here).
+        assert_eq!(conv(3, 2, 1, 8, 8, 8).scratch_len(), 11 * 9 * 16 + 16);
+        assert_eq!(conv(5, 1, 4, 8, 8, 8).scratch_len(), 9 * 8 * 16 + 16);
+        // A row too wide for more than one output row per band.
+        let wide = Conv2d {
+            out_w: 300,
+            ..conv(3, 2, 1, 8, 8, 8)
+        };
+        assert_eq!(wide.scratch_len(), 3 * 601 * 16 + 16);
+        // Otherwise the planar band buffer, rows * stride * phase_len with
         // rows = (min(out_h, 16) - 1) * s + k and phase_len = max(out_w, 16) + k + 16.
-        assert_eq!(conv(3, 2, 1, 8, 8, 8).scratch_len(), 11 * 2 * 35);
-        assert_eq!(conv(5, 1, 4, 8, 8, 8).scratch_len(), 9 * 37);
         let tall = Conv2d {
             out_h: 40,
             out_w: 30,

@@ -43,8 +43,11 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
 ///
 /// * a 1x1, stride-1, unpadded convolution: none (a GEMM on the activations);
 /// * a depthwise 3x3 or 5x5 with the same stride `s` of 1 or 2 both ways, no dilation and
-///   top/left padding below the window: the SIMD kernels' zero-padded band buffer,
-///   `((min(oh, 16) - 1) * s + k) * s * (max(ow, 16) + k + 16)`;
+///   top/left padding below the window: the SIMD kernels' zero-padded band buffer; with
+///   stride 2 or `ow <= 8` the channels-in-lanes kernel's, `((bands - 1) * s + k) * row + 16`
+///   with `row = ((ow - 1) * s + k) * 16`, `fit = 32768 / row` and
+///   `bands = min(oh, if fit < k { 1 } else { (fit - k) / s + 1 })`, else the planar
+///   kernel's, `((min(oh, 16) - 1) * s + k) * s * (max(ow, 16) + k + 16)`;
 /// * any other depthwise convolution: none (direct loops);
 /// * otherwise the im2col matrix of one group of one image, `c_in * kh * kw * oh * ow`.
 pub fn conv_scratch(
@@ -69,6 +72,11 @@ pub fn conv_scratch(
         && pad[1] < k;
     if pointwise {
         Some(0)
+    } else if banded && oh > 0 && ow > 0 && (s == 2 || ow <= 8) {
+        let row = (ow - 1).checked_mul(s)?.checked_add(k)?.checked_mul(16)?;
+        let fit = 32768 / row;
+        let bands = oh.min(if fit < k { 1 } else { (fit - k) / s + 1 });
+        row.checked_mul((bands - 1) * s + k)?.checked_add(16)
     } else if banded {
         let rows = if oh == 0 { 0 } else { (oh.min(16) - 1) * s + k };
         ow.max(16).checked_add(k + 16)?.checked_mul(rows * s)

@@ -1,6 +1,9 @@
 //! Depthwise convolution (one input and one output channel per group), direct SIMD over the
 //! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
-//! smaller than the window. Anything else goes to the portable kernel.
+//! smaller than the window. This is the table's entry: it first offers the convolution to
+//! [`super::depthwise_lanes`] (channels in the lanes), which takes stride 2 and planes of at
+//! most 8 output columns; this planar kernel runs the rest (stride 1, wider planes), and
+//! anything neither specialises goes to the portable kernel.
 //!
 //! Algorithm sketch, per channel plane (NCHW, so a plane is contiguous):
 //!
@@ -57,7 +60,7 @@
 //! to padding gives a different result (NaN here).
 
 use super::eltwise;
-use super::math::{Act, Clip, ClipOrdered, Ident, Leaky, Relu};
+use super::math::{specialise_cheap, Act};
 use super::vector::{Job, Simd};
 use crate::arch::portable;
 use crate::params::depthwise_band;
@@ -86,6 +89,9 @@ pub(crate) fn conv2d<S: Simd>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
+    if super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out) {
+        return;
+    }
     let Some(g) = Geom::new::<S>(p) else {
         portable::conv2d(p, input, weight, bias, act, scratch, out);
         return;
@@ -108,35 +114,8 @@ pub(crate) fn conv2d<S: Simd>(
     buf.fill(0.0);
     // The cheap activations are fused into the store (one instantiation each); sigmoid and
     // tanh run as a second pass.
-    match act {
-        Activation::None | Activation::Sigmoid | Activation::Tanh => {
-            by_shape(s, Ident, &conv, buf, out);
-            if act != Activation::None {
-                eltwise::unary_inplace(s, act, out);
-            }
-        }
-        Activation::Relu => by_shape(s, Relu, &conv, buf, out),
-        Activation::Clip { min, max } if min <= max => {
-            let a = ClipOrdered {
-                min: s.splat(min),
-                max: s.splat(max),
-            };
-            by_shape(s, a, &conv, buf, out);
-        }
-        Activation::Clip { min, max } => {
-            let a = Clip {
-                min: s.splat(min),
-                max: s.splat(max),
-            };
-            by_shape(s, a, &conv, buf, out);
-        }
-        Activation::LeakyRelu { alpha } => {
-            let a = Leaky {
-                alpha: s.splat(alpha),
-            };
-            by_shape(s, a, &conv, buf, out);
-        }
-    }
+    specialise_cheap!(s, act, a => by_shape(s, a, &conv, buf, out),
+        then eltwise::unary_inplace(s, act, out));
 }
 
 /// The convolution's inputs, validated to the lengths its shape needs.
@@ -209,6 +188,10 @@ impl Geom {
     /// kernel specialises (see [`depthwise_band`]), an empty tensor (nothing to vectorise), or
     /// sizes so large that the index arithmetic could overflow.
     fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
+        // The scratch is sized for the channels-in-lanes kernel where that one is assigned.
+        if crate::params::lanes_band(p).is_some() {
+            return None;
+        }
         let band = depthwise_band(p)?;
         // 2^40 per dimension is far beyond any real tensor and keeps every
         // `coordinate * stride + window + lanes` comfortably inside `isize`.

@@ -6,7 +6,7 @@
 //! 16 lanes, the deinterleave order) and leaves only the one-instruction mapping in
 //! `vector.rs`'s `Avx512F` impl untested there.
 
-use super::vector::{Avx2Fma, Job, Simd};
+use super::vector::{Avx2Fma, Job, LanesJob, Simd};
 use core::arch::x86_64::__m256;
 
 /// Sixteen lanes as `[low 8, high 8]`, carrying the AVX2 token (so it exists only where
@@ -156,5 +156,21 @@ impl Simd for Emu16 {
     }
     fn unpermute(self, v: V2) -> V2 {
         self.map(v, |s, x| s.unpermute(x))
+    }
+    fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
+        job.run::<16>(self)
+    }
+    fn transpose(self, rows: &mut [V2]) {
+        // Four 8x8 blocks: [[a, b], [c, d]] becomes [[a', c'], [b', d']].
+        let rows: &mut [V2; 16] = rows.try_into().expect("transpose: 16 rows");
+        let mut blocks: [[__m256; 8]; 4] =
+            core::array::from_fn(|q| core::array::from_fn(|i| rows[8 * (q / 2) + i][q % 2]));
+        for b in &mut blocks {
+            self.0.transpose(b);
+        }
+        for i in 0..8 {
+            rows[i] = [blocks[0][i], blocks[2][i]];
+            rows[8 + i] = [blocks[1][i], blocks[3][i]];
+        }
     }
 }

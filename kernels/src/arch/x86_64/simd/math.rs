@@ -185,11 +185,38 @@ impl<S: Simd> Act<S> for Tanh {
 macro_rules! specialise {
     ($s:expr, $act:expr, $a:ident => $body:expr) => {{
         use $crate::arch::x86_64::simd::math as m;
+        match $act {
+            $crate::Activation::Sigmoid => {
+                let $a = m::Sigmoid;
+                $body
+            }
+            $crate::Activation::Tanh => {
+                let $a = m::Tanh;
+                $body
+            }
+            // The cheap ones; the `then` branch is never taken.
+            cheap => m::specialise_cheap!($s, cheap, $a => $body, then unreachable!()),
+        }
+    }};
+}
+pub(crate) use specialise;
+
+/// [`specialise!`] for kernels that fuse only the cheap activations (ReLU, clip, leaky
+/// ReLU): for sigmoid and tanh, `$body` runs with the identity and then `$after` (a second
+/// pass over the output), which saves instantiating a large unrolled body twice more.
+macro_rules! specialise_cheap {
+    ($s:expr, $act:expr, $a:ident => $body:expr, then $after:expr) => {{
+        use $crate::arch::x86_64::simd::math as m;
         let s = $s;
         match $act {
             $crate::Activation::None => {
                 let $a = m::Ident;
                 $body
+            }
+            $crate::Activation::Sigmoid | $crate::Activation::Tanh => {
+                let $a = m::Ident;
+                $body;
+                $after
             }
             $crate::Activation::Relu => {
                 let $a = m::Relu;
@@ -215,15 +242,7 @@ macro_rules! specialise {
                 };
                 $body
             }
-            $crate::Activation::Sigmoid => {
-                let $a = m::Sigmoid;
-                $body
-            }
-            $crate::Activation::Tanh => {
-                let $a = m::Tanh;
-                $body
-            }
         }
     }};
 }
-pub(crate) use specialise;
+pub(crate) use specialise_cheap;

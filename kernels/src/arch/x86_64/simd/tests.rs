@@ -344,7 +344,9 @@ fn depthwise_matches_portable() {
             } else {
                 (k + rng.below(40), k + rng.below(40))
             };
-            let c = 1 + rng.below(4);
+            // Up to 19 channels: whole and partial groups of 8 and 16 channels for the
+            // channels-in-lanes kernel.
+            let c = 1 + rng.below(19);
             let mut p = Conv2d {
                 batch: 1 + rng.below(2),
                 c_in: c,
@@ -365,6 +367,63 @@ fn depthwise_matches_portable() {
                 p.out_h += rng.below(3);
                 p.out_w += rng.below(3);
             }
+            check_depthwise(lanes, &p, &mut rng, &format!("{what} {p:?}"));
+        }
+    });
+}
+
+/// Shapes the random ones rarely reach: channels-in-lanes bands of several rows over a tall
+/// plane, bands of one row over a plane so wide that its window offsets are computed rather
+/// than tabulated, and a plane narrower than a vector over many channels.
+#[test]
+fn depthwise_lanes_bands() {
+    both(|what, lanes| {
+        let mut rng = XorShift::new(31);
+        let base = Conv2d {
+            batch: 1,
+            c_in: 19,
+            h: 41,
+            w: 250,
+            c_out: 19,
+            kh: 3,
+            kw: 3,
+            stride: [2, 2],
+            dilation: [1, 1],
+            pad: [1; 4],
+            groups: 19,
+            out_h: 21,
+            out_w: 125,
+        };
+        let cases = [
+            base,
+            Conv2d {
+                kh: 5,
+                kw: 5,
+                pad: [2, 1, 2, 2],
+                out_w: 124,
+                ..base
+            },
+            Conv2d {
+                h: 4,
+                w: 2201,
+                out_h: 2,
+                out_w: 1101,
+                ..base
+            },
+            Conv2d {
+                c_in: 37,
+                c_out: 37,
+                groups: 37,
+                h: 7,
+                w: 7,
+                stride: [1, 1],
+                out_h: 7,
+                out_w: 7,
+                ..base
+            },
+        ];
+        for p in cases {
+            assert!(crate::params::lanes_band(&p).is_some(), "{p:?}");
             check_depthwise(lanes, &p, &mut rng, &format!("{what} {p:?}"));
         }
     });

@@ -37,6 +37,13 @@ pub(crate) trait Job<S: Simd> {
 }
 
 /// The operations the kernels need on a vector of `f32` lanes. See the module docs.
+/// A computation that needs the lane count as a constant: see [`Simd::with_lanes`].
+pub(crate) trait LanesJob<S: Simd> {
+    type Output;
+    /// Runs with `L == S::LANES`.
+    fn run<const L: usize>(self, s: S) -> Self::Output;
+}
+
 pub(crate) trait Simd: Copy {
     /// A vector of [`LANES`](Self::LANES) `f32`.
     type V: Copy;
@@ -171,6 +178,14 @@ pub(crate) trait Simd: Copy {
     /// Puts a vector in lane order `P` (see [`deinterleave`](Self::deinterleave)) back into
     /// memory order.
     fn unpermute(self, v: Self::V) -> Self::V;
+
+    /// Runs `job` with `L = LANES` as a const generic parameter, so that it can size arrays of
+    /// vectors by the lane count.
+    fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output;
+
+    /// Transposes the `LANES x LANES` matrix whose rows are `rows` (exactly `LANES` long):
+    /// afterwards `rows[i]` lane `j` is what `rows[j]` lane `i` was.
+    fn transpose(self, rows: &mut [Self::V]);
 }
 
 /// Proof that the CPU has AVX2 and FMA; 8 lanes of `__m256`.
@@ -389,6 +404,44 @@ impl Simd for Avx2Fma {
             _mm256_castps_pd(v)
         )))
     }
+    #[inline(always)]
+    fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
+        job.run::<8>(self)
+    }
+    #[inline(always)]
+    fn transpose(self, rows: &mut [__m256]) {
+        let r: &mut [__m256; 8] = rows.try_into().expect("transpose: 8 rows");
+        // The classic three rounds of 24 shuffles: interleave pairs of rows, then pairs of
+        // pairs (within 128-bit halves), then swap the halves across.
+        with_token!({
+            let t: [__m256; 8] = core::array::from_fn(|i| {
+                let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+                if i % 2 == 0 {
+                    _mm256_unpacklo_ps(a, b)
+                } else {
+                    _mm256_unpackhi_ps(a, b)
+                }
+            });
+            // u[4q + 2h + e]: from t[4q + h] and t[4q + h + 2], the low (e = 0) or high pair:
+            // column `2h + e` of rows `4q..4q + 4` in each half.
+            let u: [__m256; 8] = core::array::from_fn(|i| {
+                let (q, h, e) = (i / 4, i / 2 % 2, i % 2);
+                let (a, b) = (t[4 * q + h], t[4 * q + h + 2]);
+                if e == 0 {
+                    _mm256_shuffle_ps::<0x44>(a, b)
+                } else {
+                    _mm256_shuffle_ps::<0xEE>(a, b)
+                }
+            });
+            // u[j] holds column `j` (low half) and `j + 4` (high half) of rows 0..4, u[j + 4]
+            // the same of rows 4..8.
+            for j in 0..4 {
+                let (a, b) = (u[j], u[4 + j]);
+                r[j] = _mm256_permute2f128_ps::<0x20>(a, b);
+                r[j + 4] = _mm256_permute2f128_ps::<0x31>(a, b);
+            }
+        })
+    }
 }
 
 /// The all-ones mask of lanes `0..n` (`n <= 8`). Indexing rather than pointer arithmetic
@@ -578,6 +631,50 @@ impl Simd for Avx512F {
     #[inline(always)]
     fn unpermute(self, v: __m512) -> __m512 {
         v
+    }
+    #[inline(always)]
+    fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
+        job.run::<16>(self)
+    }
+    #[inline(always)]
+    fn transpose(self, rows: &mut [__m512]) {
+        let r: &mut [__m512; 16] = rows.try_into().expect("transpose: 16 rows");
+        with_token!({
+            // Pairs of rows interleaved: t[2i], t[2i + 1] hold elements 0, 1 / 2, 3 of each
+            // 128-bit block of rows 2i and 2i + 1.
+            let t: [__m512; 16] = core::array::from_fn(|i| {
+                let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+                if i % 2 == 0 {
+                    _mm512_unpacklo_ps(a, b)
+                } else {
+                    _mm512_unpackhi_ps(a, b)
+                }
+            });
+            // u[4i + j]: block `b` holds column `4b + j` of rows `4i..4i + 4`.
+            let u: [__m512; 16] = core::array::from_fn(|x| {
+                let (i, j) = (x / 4, x % 4);
+                let (a, b) = (
+                    _mm512_castps_pd(t[4 * i + j / 2]),
+                    _mm512_castps_pd(t[4 * i + j / 2 + 2]),
+                );
+                _mm512_castpd_ps(if j % 2 == 0 {
+                    _mm512_unpacklo_pd(a, b)
+                } else {
+                    _mm512_unpackhi_pd(a, b)
+                })
+            });
+            // Column `4b + j` gathers block `b` of u[j], u[4 + j], u[8 + j], u[12 + j].
+            for j in 0..4 {
+                let lo01 = _mm512_shuffle_f32x4::<0x44>(u[j], u[4 + j]);
+                let hi01 = _mm512_shuffle_f32x4::<0xEE>(u[j], u[4 + j]);
+                let lo23 = _mm512_shuffle_f32x4::<0x44>(u[8 + j], u[12 + j]);
+                let hi23 = _mm512_shuffle_f32x4::<0xEE>(u[8 + j], u[12 + j]);
+                r[j] = _mm512_shuffle_f32x4::<0x88>(lo01, lo23);
+                r[4 + j] = _mm512_shuffle_f32x4::<0xDD>(lo01, lo23);
+                r[8 + j] = _mm512_shuffle_f32x4::<0x88>(hi01, hi23);
+                r[12 + j] = _mm512_shuffle_f32x4::<0xDD>(hi01, hi23);
+            }
+        })
     }
 }
 
