@@ -3,7 +3,9 @@
 //! smaller than the window. This is the table's entry: it first offers the convolution to
 //! [`super::depthwise_lanes`] (channels in the lanes), which takes stride 2 and planes of at
 //! most 8 output columns; this planar kernel runs the rest (stride 1, wider planes), and
-//! anything neither specialises goes to the portable kernel.
+//! anything neither specialises goes to the portable kernel. The code below is still generic
+//! over the stride `ST` (the stride-2 band layout is described below), but only `ST = 1` is
+//! instantiated since the channels-in-lanes kernel took stride 2 over.
 //!
 //! Algorithm sketch, per channel plane (NCHW, so a plane is contiguous):
 //!
@@ -154,11 +156,10 @@ fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, buf: &mut [f32], 
             }
         }};
     }
-    match (conv.g.k, conv.g.stride) {
-        (3, 1) => go!(3, 1),
-        (3, _) => go!(3, 2),
-        (5, 1) => go!(5, 1),
-        _ => go!(5, 2),
+    // Stride 1 only: `Geom::new` leaves stride 2 to the channels-in-lanes kernel.
+    match conv.g.k {
+        3 => go!(3, 1),
+        _ => go!(5, 1),
     }
 }
 
@@ -188,8 +189,9 @@ impl Geom {
     /// kernel specialises (see [`depthwise_band`]), an empty tensor (nothing to vectorise), or
     /// sizes so large that the index arithmetic could overflow.
     fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
-        // The scratch is sized for the channels-in-lanes kernel where that one is assigned.
-        if crate::params::lanes_band(p).is_some() {
+        // `lanes_band` assigns every stride-2 shape (and narrow stride-1 ones) to the
+        // channels-in-lanes kernel, and the scratch is sized for it there.
+        if p.stride[0] != 1 || crate::params::lanes_band(p).is_some() {
             return None;
         }
         let band = depthwise_band(p)?;
