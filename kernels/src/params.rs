@@ -230,6 +230,8 @@ pub(crate) const LANES_BAND_FLOATS: usize = 32 * 1024;
 /// `width` pixels of `DEPTHWISE_MAX_LANES` channels, for bands of `out_rows` output rows,
 /// plus one vector of slack so the kernel can align the buffer; `len` floats in all.
 #[derive(Clone, Copy, Debug)]
+// Only the x86_64 kernel reads the shape; every target needs `len` for the scratch contract.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct LanesBand {
     pub(crate) out_rows: usize,
     pub(crate) rows: usize,
