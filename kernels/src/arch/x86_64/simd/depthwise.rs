@@ -167,7 +167,6 @@ fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, buf: &mut [f32], 
 /// arithmetic below cannot overflow.
 struct Geom {
     k: usize,
-    stride: usize,
     h: usize,
     w: usize,
     oh: usize,
@@ -216,7 +215,6 @@ impl Geom {
         debug_assert!(S::LANES <= crate::params::DEPTHWISE_MAX_LANES);
         Some(Geom {
             k,
-            stride: st,
             h: p.h,
             w: p.w,
             oh: p.out_h,
@@ -261,7 +259,9 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
     ///   narrower than a vector, and `ow` lanes otherwise.
     #[inline(always)]
     fn run(self, s: S) {
-        const { assert!(K <= MAX_K && K % 2 == 1 && (ST == 1 || ST == 2) && R <= ROWS && C <= 2) };
+        // Stride 2 goes to the channels-in-lanes kernel; the row copy only writes stride 1's
+        // single phase.
+        const { assert!(K <= MAX_K && K % 2 == 1 && ST == 1 && R <= ROWS && C <= 2) };
         let Data {
             g,
             c,
@@ -340,7 +340,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
                 let mut to = buf0.wrapping_add(top * row_len);
                 for _ in y_lo..y_hi {
                     // SAFETY: see the bounds above.
-                    unsafe { copy.row::<ST>(s, from, to) };
+                    unsafe { copy.row(s, from, to) };
                     from = from.wrapping_add(w);
                     to = to.wrapping_add(row_len);
                 }
@@ -378,112 +378,58 @@ struct Strides {
     ow: usize,
 }
 
-/// Copies input rows into buffer rows at the padded column offset, splitting them into
-/// phases with stride 2.
+/// Copies input rows into buffer rows at the padded column offset.
 struct RowCopy<S: Simd> {
-    /// The lanes of the last, partial vector of a row (stride 1), or of the last pair's two
-    /// vectors (stride 2).
-    tail: [S::M; 2],
+    /// The lanes of the last, partial vector of a row.
+    tail: S::M,
     /// Where the tail starts.
     tail_at: usize,
     /// Columns copied.
     n: usize,
-    /// Where the row's first element goes, and (stride 2) its second, relative to the start
-    /// of the buffer row.
-    even_at: usize,
-    odd_at: usize,
+    /// Where the row's first element goes in the buffer row (`pad_left`).
+    at: usize,
 }
 
 impl<S: Simd> RowCopy<S> {
     #[inline(always)]
     fn new(s: S, g: &Geom) -> Self {
-        let (l, n, pl) = (S::LANES, g.copy_w, g.pad_left);
-        // Whole vectors (stride 1) or pairs (stride 2) cover `0..tail_at`; the tail covers
-        // the rest with masked loads.
-        let step = l * g.stride;
-        let tail_at = n - n % step;
-        let rest = n - tail_at;
-        // Stride 2: source column `x` is padded column `x + pad_left`, element
-        // `(x + pad_left) / 2` of phase `(x + pad_left) % 2`. Pairs start at even `x`, so
-        // their even elements all go to phase `pad_left % 2` from index `x / 2 + pad_left / 2`,
-        // their odd elements to the other phase from `x / 2 + (pad_left + 1) / 2`.
-        let (even_at, odd_at) = match (g.stride, pl % 2) {
-            (1, _) => (pl, 0),
-            (_, 0) => (pl / 2, g.phase_len + pl / 2),
-            _ => (g.phase_len + pl / 2, pl.div_ceil(2)),
-        };
+        let (l, n) = (S::LANES, g.copy_w);
+        // Whole vectors cover `0..tail_at`; the tail covers the rest with a masked load.
+        let tail_at = n - n % l;
         Self {
-            tail: [
-                s.mask_range(0, rest.min(l)),
-                s.mask_range(0, rest.saturating_sub(l)),
-            ],
+            tail: s.mask_range(0, n - tail_at),
             tail_at,
             n,
-            even_at,
-            odd_at,
+            at: g.pad_left,
         }
     }
 
-    /// Copies one input row into one buffer row. Writes the image columns, and zeros at
-    /// padding positions after them; nothing else.
+    /// Copies one input row into one buffer row at the padded column offset. Writes the
+    /// image columns, and zeros at padding positions after them; nothing else.
     ///
     /// # Safety
     ///
     /// `src..src + n` must be readable and the buffer row `dst..dst + row_len` writable.
-    /// (The writes stay inside it: stride 1 writes `pad_left..pad_left + n` rounded up to
-    /// whole vectors, `pad_left + n + L <= phase_len`; stride 2 writes `L` elements of a
-    /// phase from `x / 2 + (pad_left + 1) / 2` for `x < n`, which end before
-    /// `(pad_left + n) / 2 + L + 1 <= phase_len`; see `depthwise_band`.)
+    /// (The writes stay inside it: `pad_left..pad_left + n` rounded up to whole vectors,
+    /// `pad_left + n + L <= phase_len`; see `depthwise_band`.)
     #[inline(always)]
-    unsafe fn row<const ST: usize>(&self, s: S, src: *const f32, dst: *mut f32) {
+    unsafe fn row(&self, s: S, src: *const f32, dst: *mut f32) {
         let l = S::LANES;
-        // Loads at `x < tail_at` read whole vectors (pairs) that end at or before
-        // `tail_at <= n`; the tail's masks select only columns below `n`. Stores are inside
-        // the buffer row, as argued in the doc comment.
-        if ST == 1 {
-            let dst = dst.wrapping_add(self.even_at);
-            let mut x = 0;
-            while x < self.tail_at {
-                // SAFETY: a whole vector inside both rows (see above).
-                unsafe { s.store_ptr(dst.add(x), s.load_ptr(src.add(x))) };
-                x += l;
-            }
-            if x < self.n {
-                // SAFETY: the masked tail (see above).
-                unsafe {
-                    let v = s.load_masked_ptr(src.add(x), self.tail[0]);
-                    s.store_ptr(dst.add(x), v);
-                }
-            }
-        } else {
-            let (even, odd) = (
-                dst.wrapping_add(self.even_at),
-                dst.wrapping_add(self.odd_at),
-            );
-            let pair = |x: usize, a: S::V, b: S::V| {
-                let (e, o) = s.deinterleave(a, b);
-                // SAFETY: inside the buffer row (see above).
-                unsafe {
-                    s.store_ptr(even.add(x / 2), s.unpermute(e));
-                    s.store_ptr(odd.add(x / 2), s.unpermute(o));
-                }
-            };
-            let mut x = 0;
-            while x < self.tail_at {
-                // SAFETY: a whole pair inside the input row (see above).
-                let (a, b) = unsafe { (s.load_ptr(src.add(x)), s.load_ptr(src.add(x + l))) };
-                pair(x, a, b);
-                x += 2 * l;
-            }
-            if x < self.n {
-                // SAFETY: the masked tail (see above).
-                let (a, b) = unsafe {
-                    (
-                        s.load_masked_ptr(src.add(x), self.tail[0]),
-                        s.load_masked_ptr(src.add(x + l), self.tail[1]),
-                    )
-                };
-                pair(x, a, b);
+        // Loads at `x < tail_at` read whole vectors that end at or before `tail_at <= n`; the
+        // tail's mask selects only columns below `n`. Stores are inside the buffer row, as
+        // argued in the doc comment.
+        let dst = dst.wrapping_add(self.at);
+        let mut x = 0;
+        while x < self.tail_at {
+            // SAFETY: a whole vector inside both rows (see above).
+            unsafe { s.store_ptr(dst.add(x), s.load_ptr(src.add(x))) };
+            x += l;
+        }
+        if x < self.n {
+            // SAFETY: the masked tail (see above).
+            unsafe {
+                let v = s.load_masked_ptr(src.add(x), self.tail);
+                s.store_ptr(dst.add(x), v);
             }
         }
     }
