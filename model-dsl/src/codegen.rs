@@ -8,8 +8,8 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{Act, BinOp, Graph, OpKind, PoolKind, Shape, ValueId};
-use crate::layout::{self, ParamLayout, Slot};
+use crate::ir::{Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId};
+use crate::layout::{self, ParamLayout, Planned, Slot};
 use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
@@ -19,6 +19,7 @@ pub struct Model<'a> {
     pub def: &'a NetworkDef,
     pub graph: &'a Graph,
     pub plan: &'a Plan,
+    pub planned: &'a Planned,
     pub plan_text: &'a str,
     pub params: &'a ParamLayout,
     pub weights: Option<&'a WeightsFile>,
@@ -33,33 +34,38 @@ enum Loc {
 }
 
 impl Model<'_> {
+    fn placement(&self, v: ValueId) -> Option<&ValuePlacement> {
+        self.planned.slot[v.index()].map(|s| &self.plan.values[s])
+    }
+
     fn loc(&self, v: ValueId) -> Loc {
-        let mut root = v;
-        while let crate::ir::Producer::Op(op) = self.graph.values[root.index()].producer {
-            let op = self.graph.op(op);
-            if op.kind != OpKind::Reshape {
-                break;
-            }
-            root = op.args[0];
-        }
-        if let crate::ir::Producer::Input(i) = self.graph.values[root.index()].producer {
+        let root = self.graph.alias_root(v);
+        if let Producer::Input(i) = self.graph.values[root.index()].producer {
             return Loc::Input(i);
         }
-        match &self.plan.values[v.index()] {
-            ValuePlacement::Arena(p) => {
+        match self.placement(v) {
+            Some(ValuePlacement::Arena(p)) => {
                 Loc::Arena(p.offset / 4, p.offset / 4 + self.graph.shape(v).elements())
             }
-            ValuePlacement::External => {
-                unreachable!("the verifier checked that only inputs are external")
-            }
+            _ => unreachable!("the verifier checked that only inputs and parameters are external"),
         }
     }
 
     fn root(&self, v: ValueId) -> Option<usize> {
-        match &self.plan.values[v.index()] {
-            ValuePlacement::Arena(p) => p.root,
-            ValuePlacement::External => None,
+        match self.placement(v) {
+            Some(ValuePlacement::Arena(p)) => p.root,
+            _ => None,
         }
+    }
+
+    /// The parameter-buffer range of an argument that is a parameter.
+    fn param_value(&self, v: ValueId) -> TokenStream {
+        let slot = self
+            .params
+            .of_value(self.graph, v)
+            .expect("the IR verifier checked that weights are parameters");
+        let r = range(slot);
+        quote! { &__params[#r] }
     }
 
     pub fn generate(&self) -> TokenStream {
@@ -135,7 +141,7 @@ impl Model<'_> {
         let scratch_asserts = self.scratch_asserts();
         let specs = self.graph.params.iter().enumerate().map(|(i, p)| {
             let key = &p.key;
-            let shape = &p.shape;
+            let shape = &p.shape.dims;
             let dst = self.params.params[i].start;
             let src = self.weights.map_or(0, |w| w.offsets[i]);
             quote! { ::kiln::__private::TensorSpec { name: #key, shape: &[#(#shape),*], dst: #dst, src: #src } }
@@ -264,15 +270,10 @@ impl Model<'_> {
     /// `const` assertions that each conv's planned scratch covers what its kernel asks for.
     fn scratch_asserts(&self) -> TokenStream {
         let mut out = TokenStream::new();
-        let mut s = self.plan.scratch.iter();
         for (i, op) in self.graph.ops.iter().enumerate() {
             if let OpKind::Conv2d { .. } = op.kind {
                 let geom = self.conv_geom(i);
-                let planned = if layout::conv_scratch_len(self.graph, op) > 0 {
-                    s.next().map_or(0, |p| p.bytes / 4)
-                } else {
-                    0
-                };
+                let planned = self.planned.scratch[i].map_or(0, |k| self.plan.scratch[k].bytes / 4);
                 out.extend(
                     quote! { const _: () = ::core::assert!(#planned >= #geom.scratch_len()); },
                 );
@@ -295,13 +296,13 @@ impl Model<'_> {
             unreachable!()
         };
         let x = self.graph.shape(op.args[0]);
-        let y = self.graph.shape(op.result);
+        let y = self.graph.shape(op.result());
         let (n, c_in, [h, w]) = (x.batch(), x.channels(), x.spatial());
         let (c_out, [oh, ow]) = (y.channels(), y.spatial());
         let [kh, kw] = kernel;
         let [sh, sw] = stride;
         let [dh, dw] = dilation;
-        let [pt, pl, pb, pr] = pad;
+        let [pt, pl, pb, pr] = pad.resolved();
         quote! {
             ::kiln::__private::kernels::Conv2d {
                 batch: #n, c_in: #c_in, h: #h, w: #w, c_out: #c_out, kh: #kh, kw: #kw,
@@ -315,30 +316,35 @@ impl Model<'_> {
     fn prepare(&self) -> TokenStream {
         let mut out = TokenStream::new();
         for (i, op) in self.graph.ops.iter().enumerate() {
-            let (w, b, bn) = match &op.kind {
+            let slot = |v: &ValueId| {
+                self.params
+                    .of_value(self.graph, *v)
+                    .expect("the IR verifier checked that weights are parameters")
+            };
+            let (w, b, stats, eps) = match &op.kind {
                 OpKind::Conv2d {
-                    weight,
-                    bias,
-                    bn: Some(bn),
+                    has_bias,
+                    bn: Some(eps),
                     ..
                 }
                 | OpKind::Dense {
-                    weight,
-                    bias,
-                    bn: Some(bn),
+                    has_bias,
+                    bn: Some(eps),
                     ..
                 } => {
-                    let b = bias
-                        .map(|b| self.params.param(b))
-                        .or(self.params.bias[i])
-                        .expect("layout gives folded layers a bias");
-                    (self.params.param(*weight), b, bn)
+                    let b = if *has_bias {
+                        slot(&op.args[2])
+                    } else {
+                        self.params.bias[i].expect("layout gives folded layers a bias")
+                    };
+                    let first = 2 + usize::from(*has_bias);
+                    (slot(&op.args[1]), b, &op.args[first..first + 4], *eps)
                 }
-                OpKind::BatchNorm { bn, .. } => {
+                OpKind::BatchNorm { eps, .. } => {
                     let (scale, shift) = self.params.scale_shift[i]
                         .expect("layout gives batch norms scale and shift");
-                    let [g, be, m, v] = bn.stats.map(|p| range(self.params.param(p)));
-                    let eps = f32_lit(bn.eps);
+                    let [g, be, m, v] = [1, 2, 3, 4].map(|k| range(slot(&op.args[k])));
+                    let eps = f32_lit(*eps);
                     let (scale, shift) = (range(scale), range(shift));
                     out.extend(quote! {{
                         let ([g, b, m, v], [scale, shift]) = ::kiln::__private::io(__params, [#g, #be, #m, #v], [#scale, #shift]);
@@ -348,8 +354,8 @@ impl Model<'_> {
                 }
                 _ => continue,
             };
-            let [g, be, m, v] = bn.stats.map(|p| range(self.params.param(p)));
-            let eps = f32_lit(bn.eps);
+            let [g, be, m, v] = [0, 1, 2, 3].map(|k| range(slot(&stats[k])));
+            let eps = f32_lit(eps);
             let (w, b) = (range(w), range(b));
             out.extend(quote! {{
                 let ([g, b, m, v], [w, bias]) = ::kiln::__private::io(__params, [#g, #be, #m, #v], [#w, #b]);
@@ -362,21 +368,27 @@ impl Model<'_> {
     /// One op: split the arena into what it reads and writes, then call its kernel.
     fn op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
-        if op.kind == OpKind::Reshape {
+        if op.kind.is_alias() {
             return TokenStream::new();
         }
         let k = quote! { ::kiln::__private::kernels };
-        let Loc::Arena(o0, o1) = self.loc(op.result) else {
+        let Loc::Arena(o0, o1) = self.loc(op.result()) else {
             unreachable!("only reshapes of inputs are external")
         };
+        // The data arguments, read from the arena or an input; the others are parameters.
+        let data = match op.kind {
+            OpKind::Conv2d { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => {
+                &op.args[..1]
+            }
+            _ => &op.args[..],
+        };
         // The input (if any) whose bytes the result took over.
-        let in_place = op
-            .args
+        let in_place = data
             .iter()
-            .position(|a| self.root(*a).is_some() && self.root(*a) == self.root(op.result));
+            .position(|a| self.root(*a).is_some() && self.root(*a) == self.root(op.result()));
         let mut reads = Vec::new();
         let mut read_args = Vec::new();
-        for (j, a) in op.args.iter().enumerate() {
+        for (j, a) in data.iter().enumerate() {
             if Some(j) == in_place {
                 read_args.push(quote! { out });
                 continue;
@@ -396,26 +408,20 @@ impl Model<'_> {
         let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
         let mut writes = vec![quote! { #o0..#o1 }];
         let mut write_ids = vec![format_ident!("out")];
-        let scratch_len = layout::conv_scratch_len(self.graph, op);
-        if scratch_len > 0 {
-            let idx = self.graph.ops[..i]
-                .iter()
-                .filter(|o| layout::conv_scratch_len(self.graph, o) > 0)
-                .count();
+        let scratch_len = layout::scratch_len(self.graph, op);
+        if let Some(idx) = self.planned.scratch[i] {
             let p = &self.plan.scratch[idx];
             let (s0, s1) = (p.offset / 4, p.offset / 4 + scratch_len);
             writes.push(quote! { #s0..#s1 });
             write_ids.push(format_ident!("scratch"));
         }
         let x_shape = self.graph.shape(op.args[0]);
-        let y_shape = self.graph.shape(op.result);
+        let y_shape = self.graph.shape(op.result());
         let call = match &op.kind {
-            OpKind::Conv2d {
-                weight, bias, act, ..
-            } => {
+            OpKind::Conv2d { has_bias, act, .. } => {
                 let geom = self.conv_geom(i);
-                let w = self.param(*weight);
-                let b = self.bias(i, *bias);
+                let w = self.param_value(op.args[1]);
+                let b = self.bias(i, op, *has_bias);
                 let act = act_tokens(*act);
                 let x = &read_args[0];
                 let scratch = if scratch_len > 0 {
@@ -425,12 +431,10 @@ impl Model<'_> {
                 };
                 quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
             }
-            OpKind::Dense {
-                weight, bias, act, ..
-            } => {
+            OpKind::Dense { has_bias, act, .. } => {
                 let (n, n_in, n_out) = (x_shape.batch(), x_shape.channels(), y_shape.channels());
-                let w = self.param(*weight);
-                let b = self.bias(i, *bias);
+                let w = self.param_value(op.args[1]);
+                let b = self.bias(i, op, *has_bias);
                 let act = act_tokens(*act);
                 let x = &read_args[0];
                 quote! { (__k.dense)(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
@@ -493,7 +497,7 @@ impl Model<'_> {
                 let [oh, ow] = y_shape.spatial();
                 let [kh, kw] = kernel;
                 let [sh, sw] = stride;
-                let [pt, pl, pb, pr] = pad;
+                let [pt, pl, pb, pr] = pad.resolved();
                 let f = match kind {
                     PoolKind::Max => quote! { (__k.max_pool2d) },
                     PoolKind::Avg => quote! { (__k.avg_pool2d) },
@@ -548,7 +552,7 @@ impl Model<'_> {
                 let x = &read_args[0];
                 quote! { out.copy_from_slice(#x); }
             }
-            OpKind::Reshape => unreachable!(),
+            OpKind::Reshape(_) => unreachable!("aliases return early"),
         };
         quote! {
             {
@@ -558,13 +562,11 @@ impl Model<'_> {
         }
     }
 
-    fn param(&self, p: crate::ir::ParamId) -> TokenStream {
-        let r = range(self.params.param(p));
-        quote! { &__params[#r] }
-    }
-
-    fn bias(&self, op: usize, bias: Option<crate::ir::ParamId>) -> TokenStream {
-        match bias.map(|b| self.params.param(b)).or(self.params.bias[op]) {
+    fn bias(&self, i: usize, op: &crate::ir::Op, has_bias: bool) -> TokenStream {
+        let given = has_bias
+            .then(|| self.params.of_value(self.graph, op.args[2]))
+            .flatten();
+        match given.or(self.params.bias[i]) {
             Some(slot) => {
                 let r = range(slot);
                 quote! { ::core::option::Option::Some(&__params[#r]) }

@@ -1,16 +1,20 @@
-//! Graph rewrites before planning: batch norms folded into the conv or dense that feeds them,
-//! activations fused into their producer's epilogue, and dead ops removed.
+//! Graph rewrites before planning, on the typed graph: batch norms folded into the conv or
+//! dense that feeds them, activations fused into their producer's epilogue, and dead ops
+//! removed.
 //!
 //! A fold is only legal when the producer's result has no other reader (and is not an
 //! output): folding changes the producer's result, so a second reader would see the wrong
-//! values. The rewrite builds a new graph rather than editing ids in place, so every id in the
-//! result still points backwards.
+//! values. A folded batch norm's four statistics become extra arguments of the conv/dense
+//! (parameters are values), and the loader folds them into its weights. The rewrite builds a
+//! new graph rather than editing ids in place, so every id in the result still points
+//! backwards; the IR verifier re-checks that afterwards.
 
-use crate::ir::{Act, Graph, OpKind, Producer, ValueId};
+use crate::ir::{Act, Graph, OpKind, Output, Producer, ValueId};
 
 pub fn fuse(g: &Graph) -> Graph {
     let mut uses = g.use_counts();
     let mut kinds: Vec<OpKind> = g.ops.iter().map(|op| op.kind.clone()).collect();
+    let mut args: Vec<Vec<ValueId>> = g.ops.iter().map(|op| op.args.clone()).collect();
     let mut dropped = vec![false; g.ops.len()];
     // `subst[v]` is the value that now stands for `v` (itself unless `v`'s op was folded away).
     let mut subst: Vec<ValueId> = (0..g.values.len() as u32).map(ValueId).collect();
@@ -20,15 +24,18 @@ pub fn fuse(g: &Graph) -> Graph {
             continue;
         };
         let x = subst[arg.index()];
-        let Producer::Op(p) = g.values[x.index()].producer else {
+        let Producer::Op { op: p, .. } = g.values[x.index()].producer else {
             continue;
         };
-        if uses[x.index()] != 1 || dropped[p.index()] {
+        if uses[x.index()] != 1 || dropped[p.index()] || g.op(p).results.len() != 1 {
             continue;
         }
         let folded = match (&op.kind, &mut kinds[p.index()]) {
             (
-                OpKind::BatchNorm { bn, act: Act::None },
+                OpKind::BatchNorm {
+                    eps,
+                    act: Act::None,
+                },
                 OpKind::Conv2d {
                     bn: slot @ None,
                     act: Act::None,
@@ -40,7 +47,8 @@ pub fn fuse(g: &Graph) -> Graph {
                     ..
                 },
             ) => {
-                *slot = Some(*bn);
+                *slot = Some(*eps);
+                args[p.index()].extend_from_slice(&op.args[1..]);
                 true
             }
             (
@@ -65,8 +73,8 @@ pub fn fuse(g: &Graph) -> Graph {
         };
         if folded {
             dropped[i] = true;
-            subst[op.result.index()] = x;
-            uses[x.index()] = uses[op.result.index()];
+            subst[op.result().index()] = x;
+            uses[x.index()] = uses[op.result().index()];
         }
     }
 
@@ -75,40 +83,65 @@ pub fn fuse(g: &Graph) -> Graph {
     for o in &g.outputs {
         needed[subst[o.value.index()].index()] = true;
     }
+    let mut live = vec![false; g.ops.len()];
     for (i, op) in g.ops.iter().enumerate().rev() {
-        if !dropped[i] && needed[op.result.index()] {
-            for a in &op.args {
+        if !dropped[i] && op.results.iter().any(|r| needed[r.index()]) {
+            live[i] = true;
+            for a in &args[i] {
                 needed[subst[a.index()].index()] = true;
             }
         }
     }
 
+    // Rebuild: inputs and parameters first (a folded batch norm's statistics were declared
+    // after the conv that now reads them), then the kept ops in order.
     let mut out = Graph {
-        params: g.params.clone(),
+        inputs: g.inputs.clone(),
+        symbols: g.symbols.clone(),
         ..Graph::default()
     };
     let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
-    for (i, input) in g.inputs.iter().enumerate() {
-        let v = out.add_value(Producer::Input(i), g.shape(input.value).clone(), input.span);
-        out.values[v.index()].name = g.values[input.value.index()].name.clone();
-        map[input.value.index()] = Some(v);
-        out.inputs.push(crate::ir::Input {
-            value: v,
-            ..input.clone()
-        });
+    for (i, v) in g.values.iter().enumerate() {
+        let nv = match v.producer {
+            Producer::Input(k) => {
+                let nv = out.add_value(Producer::Input(k), v.loc);
+                out.inputs[k].value = nv;
+                nv
+            }
+            Producer::Param(p) => {
+                let param = &g.params[p.index()];
+                out.add_param(
+                    param.key.clone(),
+                    param.shape.clone(),
+                    param.name_loc,
+                    param.ty_loc,
+                )
+            }
+            Producer::Op { .. } => continue,
+        };
+        out.values[nv.index()].name = v.name.clone();
+        map[i] = Some(nv);
     }
-    for (i, op) in g.ops.iter().enumerate() {
-        if dropped[i] || !needed[op.result.index()] {
+    for (i, o) in g.ops.iter().enumerate() {
+        if !live[i] {
             continue;
         }
-        let args = op
-            .args
+        let new_args = args[i]
             .iter()
             .map(|a| map[subst[a.index()].index()].expect("args are defined before use"))
             .collect();
-        let v = out.add_op(kinds[i].clone(), args, g.shape(op.result).clone(), op.span);
-        map[op.result.index()] = Some(v);
-        out.values[v.index()].name = g.values[op.result.index()].name.clone();
+        let results = out.add_op(
+            kinds[i].clone(),
+            new_args,
+            o.results.len(),
+            o.loc,
+            o.arg_locs.clone(),
+            o.decl,
+        );
+        for (old, new) in o.results.iter().zip(results) {
+            out.values[new.index()].name = g.values[old.index()].name.clone();
+            map[old.index()] = Some(new);
+        }
     }
     // A folded op's result takes the user's name of the value that replaced it (`let a =
     // batch_norm(a, ...)` names the conv's result), which reads best in printed plans.
@@ -119,12 +152,22 @@ pub fn fuse(g: &Graph) -> Graph {
             }
         }
     }
+    let mut types = vec![None; out.values.len()];
+    for (old, new) in map.iter().enumerate() {
+        if let Some(new) = new {
+            types[new.index()] = Some(g.types[old].clone());
+        }
+    }
+    out.types = types
+        .into_iter()
+        .map(|t| t.expect("every kept value comes from a typed one"))
+        .collect();
     out.outputs = g
         .outputs
         .iter()
-        .map(|o| crate::ir::Output {
+        .map(|o| Output {
             value: map[subst[o.value.index()].index()].expect("outputs are defined"),
-            ty_span: o.ty_span,
+            ..o.clone()
         })
         .collect();
     out

@@ -1,16 +1,19 @@
-//! From the graph to the planner's problem, and the layout of the prepared parameter buffer.
+//! From the typed graph to the planner's problem, and the layout of the prepared parameter
+//! buffer.
 //!
 //! The planner itself (`plan.rs`) knows nothing about ops; this module says which values need
 //! arena bytes, which are aliases (reshape/flatten), which may be computed in place over an
-//! input that dies (elementwise ops), and how much scratch each kernel needs.
+//! input that dies (elementwise ops), and how much scratch each kernel needs. Parameters are
+//! values of the graph but never arena bytes: they are left out of the problem, and
+//! [`Planned::slot`] maps the graph's values to the problem's.
 
-use crate::ir::{Graph, OpKind, ParamId, Producer, ValueId};
+use crate::contract::conv_scratch;
+use crate::ir::{Graph, Op, OpKind, ParamId, Producer, ValueId};
 use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 
-/// f32 elements of scratch `conv2d` needs. This duplicates
-/// `kiln_kernels::Conv2d::scratch_len`; the generated code asserts at compile time that the
-/// planned scratch is at least what the kernel asks for, so the two cannot drift apart unseen.
-pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
+/// f32 elements of scratch an op needs (only `conv2d` has any), from
+/// [`crate::contract::conv_scratch`].
+pub fn scratch_len(g: &Graph, op: &Op) -> usize {
     let OpKind::Conv2d {
         kernel,
         stride,
@@ -23,13 +26,13 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
         return 0;
     };
     let x = g.shape(op.args[0]);
-    let y = g.shape(op.result);
-    // Lowering rejects a convolution whose scratch size overflows, so this never saturates.
+    let y = g.shape(op.result());
+    // Inference rejects a convolution whose scratch size overflows, so this never saturates.
     conv_scratch(
         *kernel,
         *stride,
         *dilation,
-        *pad,
+        pad.resolved(),
         x.channels() / groups,
         y.channels() / groups,
         y.spatial(),
@@ -37,166 +40,114 @@ pub fn conv_scratch_len(g: &Graph, op: &crate::ir::Op) -> usize {
     .unwrap_or(usize::MAX)
 }
 
-/// The formula of [`conv_scratch_len`] on the convolution's geometry (`c_in` and `c_out` per
-/// group), or `None` if the count overflows `usize`. It multiplies in the kernel's order, so when
-/// this fits, the kernel's own `const` evaluation of the formula fits too.
-///
-/// * a 1x1, stride-1, unpadded convolution: none (a GEMM on the activations);
-/// * a depthwise 3x3 or 5x5 with the same stride `s` of 1 or 2 both ways, no dilation and
-///   top/left padding below the window: the SIMD kernels' zero-padded band buffer; with
-///   stride 2 or `ow <= 8` the channels-in-lanes kernel's, `((bands - 1) * s + k) * row + 16`
-///   with `row = ((ow - 1) * s + k) * 16`, `fit = 32768 / row` and
-///   `bands = min(oh, if fit < k { 1 } else { (fit - k) / s + 1 })`, else the planar
-///   kernel's, `((min(oh, 16) - 1) * s + k) * s * (max(ow, 16) + k + 16)`;
-/// * any other depthwise convolution: none (direct loops);
-/// * otherwise the im2col matrix of one group of one image, `c_in * kh * kw * oh * ow`.
-pub fn conv_scratch(
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    dilation: [usize; 2],
-    pad: [usize; 4],
-    c_in: usize,
-    c_out: usize,
-    [oh, ow]: [usize; 2],
-) -> Option<usize> {
-    let pointwise = kernel == [1, 1] && stride == [1, 1] && pad == [0; 4];
-    let depthwise = c_in == 1 && c_out == 1;
-    let [k, s] = [kernel[0], stride[0]];
-    let banded = depthwise
-        && kernel[1] == k
-        && (k == 3 || k == 5)
-        && stride[1] == s
-        && (s == 1 || s == 2)
-        && dilation == [1, 1]
-        && pad[0] < k
-        && pad[1] < k;
-    if pointwise {
-        Some(0)
-    } else if banded && oh > 0 && ow > 0 && (s == 2 || ow <= 8) {
-        let row = (ow - 1).checked_mul(s)?.checked_add(k)?.checked_mul(16)?;
-        let fit = 32768 / row;
-        let bands = oh.min(if fit < k { 1 } else { (fit - k) / s + 1 });
-        row.checked_mul((bands - 1) * s + k)?.checked_add(16)
-    } else if banded {
-        let rows = if oh == 0 { 0 } else { (oh.min(16) - 1) * s + k };
-        ow.max(16).checked_add(k + 16)?.checked_mul(rows * s)
-    } else if depthwise {
-        Some(0)
-    } else {
-        c_in.checked_mul(kernel[0])?
-            .checked_mul(kernel[1])?
-            .checked_mul(oh)?
-            .checked_mul(ow)
-    }
+/// The planning problem of a graph, and how its values map onto the problem's.
+#[derive(Debug)]
+pub struct Planned {
+    pub problem: Problem,
+    /// Per graph value: its index in `problem.values` (`None` for parameters).
+    pub slot: Vec<Option<usize>>,
+    /// Per op: its index in `problem.scratch`, if it needs scratch.
+    pub scratch: Vec<Option<usize>>,
 }
 
-/// True if `v` is (a view of) a model input rather than arena bytes.
-pub fn is_external(g: &Graph, mut v: ValueId) -> bool {
-    loop {
-        match g.values[v.index()].producer {
-            Producer::Input(_) => return true,
-            Producer::Op(op) => {
-                let op = g.op(op);
-                if op.kind != OpKind::Reshape {
-                    return false;
-                }
-                v = op.args[0];
+pub fn problem(g: &Graph) -> Planned {
+    let mut slot = vec![None; g.values.len()];
+    let mut values: Vec<ValueReq> = Vec::new();
+    for (i, v) in g.values.iter().enumerate() {
+        let id = ValueId(i as u32);
+        let name = match &v.name {
+            Some(n) => format!("%{i} {n}"),
+            None => format!("%{i}"),
+        };
+        let (def, kind, name) = match v.producer {
+            Producer::Param(_) => continue,
+            Producer::Input(_) => (0, ValueKind::External, format!("{name} (input)")),
+            Producer::Op { op, .. } => {
+                let o = g.op(op);
+                let kind = if g.is_external(id) {
+                    ValueKind::External
+                } else if o.kind.is_alias() {
+                    ValueKind::Alias {
+                        of: slot[o.args[0].index()].expect("aliases view arena values"),
+                    }
+                } else {
+                    ValueKind::Arena {
+                        reuse: reuse_candidates(g, o, &slot),
+                    }
+                };
+                (op.index(), kind, format!("{name} = {}", o.kind.name()))
             }
-        }
+        };
+        slot[i] = Some(values.len());
+        values.push(ValueReq {
+            name,
+            bytes: g.shape(id).bytes(),
+            def,
+            uses: Vec::new(),
+            is_output: false,
+            kind,
+        });
     }
-}
-
-pub fn problem(g: &Graph) -> Problem {
-    let mut values: Vec<ValueReq> = g
-        .values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let name = match &v.name {
-                Some(n) => format!("%{i} {n}"),
-                None => format!("%{i}"),
-            };
-            let (def, kind) = match v.producer {
-                Producer::Input(_) => (0, ValueKind::External),
-                Producer::Op(op) => {
-                    let o = g.op(op);
-                    let kind = if is_external(g, ValueId(i as u32)) {
-                        ValueKind::External
-                    } else if o.kind == OpKind::Reshape {
-                        ValueKind::Alias {
-                            of: o.args[0].index(),
-                        }
-                    } else {
-                        ValueKind::Arena {
-                            reuse: reuse_candidates(g, o),
-                        }
-                    };
-                    (op.index(), kind)
-                }
-            };
-            let name = match v.producer {
-                Producer::Op(op) => format!("{name} = {}", g.op(op).kind.name()),
-                Producer::Input(_) => format!("{name} (input)"),
-            };
-            ValueReq {
-                name,
-                bytes: g.shapes[i].elements() * 4,
-                def,
-                uses: Vec::new(),
-                is_output: false,
-                kind,
-            }
-        })
-        .collect();
     for (i, op) in g.ops.iter().enumerate() {
         for a in &op.args {
-            let uses = &mut values[a.index()].uses;
+            let Some(s) = slot[a.index()] else { continue };
+            let uses = &mut values[s].uses;
             if uses.last() != Some(&i) {
                 uses.push(i);
             }
         }
     }
     for o in &g.outputs {
-        values[o.value.index()].is_output = true;
+        if let Some(s) = slot[o.value.index()] {
+            values[s].is_output = true;
+        }
     }
-    let scratch = g
-        .ops
-        .iter()
-        .enumerate()
-        .filter_map(|(i, op)| {
-            let len = conv_scratch_len(g, op);
-            (len > 0).then_some(ScratchReq {
+    let mut scratch = Vec::new();
+    let mut scratch_of = vec![None; g.ops.len()];
+    for (i, op) in g.ops.iter().enumerate() {
+        let len = scratch_len(g, op);
+        if len > 0 {
+            scratch_of[i] = Some(scratch.len());
+            scratch.push(ScratchReq {
                 step: i,
                 bytes: len.saturating_mul(4),
-            })
-        })
-        .collect();
-    Problem {
-        steps: g.ops.len(),
-        values,
-        scratch,
+            });
+        }
+    }
+    Planned {
+        problem: Problem {
+            steps: g.ops.len(),
+            values,
+            scratch,
+        },
+        slot,
+        scratch: scratch_of,
+    }
+}
+
+/// The arguments an op reads elementwise (the ones its result may overwrite): the data
+/// arguments, not the parameters.
+fn elementwise_args(op: &Op) -> &[ValueId] {
+    match op.kind {
+        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Softmax => &op.args,
+        OpKind::BatchNorm { .. } => &op.args[..1],
+        _ => &[],
     }
 }
 
 /// Inputs whose bytes the op's result may take over when they die here: same shape as the
 /// result and read elementwise.
-fn reuse_candidates(g: &Graph, op: &crate::ir::Op) -> Vec<usize> {
-    let elementwise = matches!(
-        op.kind,
-        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::BatchNorm { .. } | OpKind::Softmax
-    );
-    if !elementwise {
-        return Vec::new();
-    }
-    let out = g.shape(op.result);
+fn reuse_candidates(g: &Graph, op: &Op, slot: &[Option<usize>]) -> Vec<usize> {
+    let out = g.shape(op.result());
     let mut seen = Vec::new();
-    for a in &op.args {
+    for a in elementwise_args(op) {
+        let Some(s) = slot[a.index()] else { continue };
         // `add(x, x)` can't be in place: the kernel would need the same bytes as `&mut` and `&`.
         if g.shape(*a) == out
-            && !seen.contains(&a.index())
+            && !seen.contains(&s)
             && op.args.iter().filter(|b| *b == a).count() == 1
         {
-            seen.push(a.index());
+            seen.push(s);
         }
     }
     seen
@@ -234,23 +185,19 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
         len += n.div_ceil(16) * 16;
         slot
     };
-    let params = g
-        .params
-        .iter()
-        .map(|p| alloc(p.shape.iter().product()))
-        .collect();
+    let params = g.params.iter().map(|p| alloc(p.shape.elements())).collect();
     let mut bias = Vec::new();
     let mut scale_shift = Vec::new();
     for op in &g.ops {
-        let c = g.shape(op.result).channels();
+        let c = g.shape(op.result()).channels();
         bias.push(match &op.kind {
             OpKind::Conv2d {
-                bias: None,
+                has_bias: false,
                 bn: Some(_),
                 ..
             }
             | OpKind::Dense {
-                bias: None,
+                has_bias: false,
                 bn: Some(_),
                 ..
             } => Some(alloc(c)),
@@ -272,5 +219,12 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
 impl ParamLayout {
     pub fn param(&self, p: ParamId) -> Slot {
         self.params[p.index()]
+    }
+    /// The slot of a value that is a parameter.
+    pub fn of_value(&self, g: &Graph, v: ValueId) -> Option<Slot> {
+        match g.values[v.index()].producer {
+            Producer::Param(p) => Some(self.param(p)),
+            _ => None,
+        }
     }
 }

@@ -5,10 +5,9 @@ use std::path::{Path, PathBuf};
 
 use std::collections::BTreeSet;
 
+use crate::diag::{Errors, Loc};
 use crate::ir::Graph;
 use crate::safetensors::{read_header, Header};
-use crate::syntax::error_range;
-use crate::Errors;
 
 /// A weights file the network embeds, checked against the graph.
 #[derive(Debug)]
@@ -20,22 +19,24 @@ pub struct WeightsFile {
     pub offsets: Vec<usize>,
 }
 
-/// Checks `graph.params` against the file named by `lit`. Reports every problem it finds.
+/// Checks `graph.params` against the file `written` (relative to `base_dir`), declared at
+/// `at`. Reports every problem it finds.
 pub fn check(
     graph: &Graph,
-    lit: &syn::LitStr,
+    written: &str,
+    at: Loc,
     base_dir: &Path,
     errors: &mut Errors,
 ) -> Option<WeightsFile> {
-    let written = lit.value();
+    let written = written.to_string();
     let path = base_dir.join(&written);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) => {
-            errors.push(syn::Error::new(
-                lit.span(),
+            errors.push(
+                at,
                 format!("cannot read weights file `{written}`: {}", io_reason(&e)),
-            ));
+            );
             return None;
         }
     };
@@ -46,7 +47,7 @@ pub fn check(
                 Some(b"PK\x03\x04") => format!("`{written}` is a zip archive (a PyTorch checkpoint?), not a safetensors file; convert it with `safetensors.torch.save_file`"),
                 _ => format!("`{written}` is not a valid safetensors file: {e}"),
             };
-            errors.push(syn::Error::new(lit.span(), msg));
+            errors.push(at, msg);
             return None;
         }
     };
@@ -92,26 +93,24 @@ pub fn check(
                         has.join(", ")
                     )
                 };
-                errors.push(syn::Error::new(p.name_span, msg));
+                errors.push(p.name_loc, msg);
             }
             Some(t) if t.dtype != "F32" => {
                 ok = false;
-                errors.push(error_range(
-                    p.ty_span,
-                    p.ty_end,
+                errors.push(
+                    p.ty_loc,
                     format!(
                         "tensor `{}` is {} in `{written}`, but kiln expects F32",
                         p.key, t.dtype
                     ),
-                ));
+                );
             }
-            Some(t) if t.shape != p.shape => {
+            Some(t) if t.shape != p.shape.dims => {
                 ok = false;
-                errors.push(error_range(
-                    p.ty_span,
-                    p.ty_end,
-                    format!("tensor `{}` has shape {:?} in `{written}`, but this declaration needs {:?}", p.key, t.shape, p.shape),
-                ));
+                errors.push(
+                    p.ty_loc,
+                    format!("tensor `{}` has shape {:?} in `{written}`, but this declaration needs {:?}", p.key, t.shape, p.shape.dims),
+                );
             }
             Some(t) => offsets.push(header.data_start + t.begin),
         }
@@ -137,7 +136,7 @@ fn layer_of(key: &str) -> &str {
 /// The closest name by edit distance, if it is close enough to be a likely typo.
 fn closest<'a>(name: &str, known: &BTreeSet<&'a str>) -> Option<&'a str> {
     let known: Vec<&str> = known.iter().copied().collect();
-    crate::lower::closest(name, &known)
+    crate::diag::closest(name, &known)
 }
 
 /// The OS error without its platform code, so messages are the same everywhere.

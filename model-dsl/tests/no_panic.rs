@@ -276,7 +276,7 @@ fn mutate(rng: &mut Rng, w: &mut Vec<String>, idents: &[String], pool: &[String]
             };
             let new = match rng.below(3) {
                 0 => rng.pick(idents).clone(),
-                1 => rng.pick(kiln_dsl::lower::OPS).to_string(),
+                1 => rng.pick(kiln_dsl::front::dsl::OPS).to_string(),
                 _ => rng.pick(KEYWORDS).to_string(),
             };
             let old = std::mem::replace(&mut w[j], new);

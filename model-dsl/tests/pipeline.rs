@@ -71,7 +71,7 @@ fn plans_match_snapshots() {
 fn verifier_rejects_a_corrupted_real_plan() {
     for def in networks() {
         let c = kiln_dsl::compile(&def, Some(tests_dir())).unwrap();
-        kiln_dsl::verify::verify(&c.problem, &c.plan).unwrap();
+        kiln_dsl::verify::verify(&c.planned.problem, &c.plan).unwrap();
         let mut bad = c.plan.clone();
         let placed: Vec<usize> = bad
             .values
@@ -89,7 +89,7 @@ fn verifier_rejects_a_corrupted_real_plan() {
             s.offset = 0;
         }
         assert!(
-            kiln_dsl::verify::verify(&c.problem, &bad).is_err(),
+            kiln_dsl::verify::verify(&c.planned.problem, &bad).is_err(),
             "{}: corrupted plan accepted",
             def.name
         );
@@ -126,5 +126,41 @@ fn generated_code_matches_snapshot() {
     assert!(
         want == text,
         "generated code changed (KILN_BLESS=1 to accept):\n{text}"
+    );
+}
+
+/// The IR of every test network after each stage (front end, inference, fusion), printed, against
+/// `tests/snapshots/<net>.ir`: what each pass did to the graph shows in a diff.
+#[test]
+fn ir_matches_snapshots_per_stage() {
+    let mut mismatches = Vec::new();
+    for def in &networks() {
+        let c = kiln_dsl::compile(def, Some(tests_dir()))
+            .unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        let print = kiln_dsl::ir::print::print;
+        let text = format!(
+            "== front end\n{}\n== inferred\n{}\n== fused\n{}",
+            print(&c.source),
+            print(&c.typed),
+            print(&c.graph)
+        );
+        let snap =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/{}.ir", def.name));
+        if std::env::var_os("KILN_BLESS").is_some() {
+            std::fs::write(&snap, &text).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&snap).unwrap_or_default();
+        if want != text {
+            mismatches.push(format!(
+                "{}:\n--- want\n{want}\n+++ got\n{text}",
+                snap.display()
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "IR changed (KILN_BLESS=1 to accept):\n{}",
+        mismatches.join("\n")
     );
 }

@@ -1,4 +1,4 @@
-//! The compiler's copy of the conv2d scratch formula (`kiln_dsl::layout::conv_scratch`, which
+//! The compiler's copy of the conv2d scratch formula (`kiln_dsl::contract::conv_scratch`, which
 //! sizes the arena's scratch) against the kernels' own (`Conv2d::scratch_len`), over a grid of
 //! geometries that crosses every branch and boundary of both: pointwise, depthwise with and
 //! without the band buffer (window, stride, dilation, padding), grouped and plain im2col,
@@ -38,7 +38,7 @@ fn compiler_and_kernels_agree_on_conv_scratch() {
                                 out_h: oh,
                                 out_w: ow,
                             };
-                            let dsl = kiln_dsl::layout::conv_scratch(
+                            let dsl = kiln_dsl::contract::conv_scratch(
                                 [k, k],
                                 s,
                                 d,

@@ -69,7 +69,7 @@ const _: () = {
         /// Shapes of the outputs, in declaration order.
         pub const OUTPUT_SHAPES: &'static [&'static [usize]] = &[&[32usize, 10usize]];
         /// The memory plan, printed.
-        pub const PLAN: &'static str = "memory plan: arena 163840 B, lower bound 163840 B, naive 175616 B (6 steps)\n  value              offset     bytes  live          storage\n  %0 x (input)            -      8192  -             external\n  %1 h = conv2d           0    131072  [0, 1]        own\n  %2 h = max_pool    131072     32768  [1, 3]        own\n  %3 = reshape       131072     32768  [1, 3]        alias of %2 h = max_pool\n  %4 h = dense            0      8192  [3, 4]        own\n  %5 = dense           8192      1280  [4, 6]        own\n  %6 = softmax         8192      1280  [4, 6]        in-place, storage of %5 = dense, output\n  scratch @0         131072      2304  [0, 0]        scratch\n";
+        pub const PLAN: &'static str = "memory plan: arena 163840 B, lower bound 163840 B, naive 175616 B (6 steps)\n  value              offset     bytes  live          storage\n  %0 x (input)            -      8192  -             external\n  %7 h = conv2d           0    131072  [0, 1]        own\n  %8 h = max_pool    131072     32768  [1, 3]        own\n  %9 = flatten       131072     32768  [1, 3]        alias of %8 h = max_pool\n  %10 h = dense           0      8192  [3, 4]        own\n  %11 = dense          8192      1280  [4, 6]        own\n  %12 = softmax        8192      1280  [4, 6]        in-place, storage of %11 = dense, output\n  scratch @0         131072      2304  [0, 0]        scratch\n";
         ///Loads the weights embedded from `digits.safetensors` at compile time.
         #[must_use]
         pub fn new() -> Self {

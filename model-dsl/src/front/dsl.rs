@@ -1,0 +1,749 @@
+//! The DSL front end: a parsed `network!` ([`NetworkDef`]) becomes an untyped [`Graph`].
+//!
+//! This pass resolves names, reads every op's arguments ([`super::args`]), checks what the
+//! declarations say on their own (a known dtype, kernel sizes of at least 1, groups that divide
+//! the declared channels, a positive epsilon) and declares the parameters. It computes no
+//! shapes: everything that depends on an input's size is [`crate::infer`]'s job, so the same
+//! rules serve every front end.
+//!
+//! Every span a diagnostic may point at goes into [`Spans`], the location table; the graph and
+//! the passes hold only its [`Loc`]s, and [`Spans::render`] turns a [`Diag`] back into a
+//! `syn::Error` at the user's token. Errors are collected, not returned at the first one: an op
+//! whose arguments are wrong adds nothing to the graph, its name is bound to a *poisoned*
+//! value (`None`), and ops reading a poisoned value are not built either, so one mistake gives
+//! one error.
+
+use std::collections::HashMap;
+
+use proc_macro2::Span;
+use syn::Ident;
+
+use super::args::{pads_of, Args};
+use crate::diag::{closest, plural, Diag, Errors, Loc};
+use crate::ir::{
+    Act, BinOp, DType, Dim, Graph, Input, Kind, OpKind, Output, PoolKind, Producer, ReshapeTo,
+    Shape, TensorType, ValueId,
+};
+use crate::syntax::{
+    error_range, Arg, Body, Dtype, Expr, NetworkDef, ParamName, ParamType, Stmt, TypeExpr,
+    TypeKind, Value,
+};
+
+/// The operations the DSL knows, for "unknown operation" messages.
+pub const OPS: &[&str] = &[
+    "conv2d",
+    "dense",
+    "batch_norm",
+    "relu",
+    "relu6",
+    "clip",
+    "leaky_relu",
+    "sigmoid",
+    "tanh",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "max_pool",
+    "avg_pool",
+    "global_avg_pool",
+    "concat",
+    "flatten",
+    "reshape",
+    "softmax",
+    "pad",
+];
+
+/// The DSL's location table: each [`Loc`] is a token, or a range of tokens from the first to
+/// the last.
+#[derive(Debug, Default)]
+pub struct Spans(Vec<(Span, Option<Span>)>);
+
+impl Spans {
+    pub fn at(&mut self, span: Span) -> Loc {
+        self.0.push((span, None));
+        Loc(self.0.len() as u32 - 1)
+    }
+    pub fn range(&mut self, start: Span, end: Span) -> Loc {
+        self.0.push((start, Some(end)));
+        Loc(self.0.len() as u32 - 1)
+    }
+    /// The diagnostic as a `syn::Error` at its token (or range).
+    pub fn render(&self, d: &Diag) -> syn::Error {
+        match self.0.get(d.at.0 as usize) {
+            Some((start, Some(end))) => error_range(*start, *end, &d.msg),
+            Some((span, None)) => syn::Error::new(*span, &d.msg),
+            None => syn::Error::new(Span::call_site(), &d.msg),
+        }
+    }
+    /// All diagnostics as one `syn::Error`, or `None` if there were none.
+    pub fn render_all(&self, errors: &Errors) -> Option<syn::Error> {
+        errors.iter().map(|d| self.render(d)).reduce(|mut a, b| {
+            a.combine(b);
+            a
+        })
+    }
+}
+
+/// What the front end made of a network.
+#[derive(Debug)]
+pub struct Lowered {
+    pub graph: Graph,
+    pub spans: Spans,
+    /// The `weights "file";` declaration, if any.
+    pub weights_file: Option<syn::LitStr>,
+}
+
+pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
+    let mut cx = Builder {
+        graph: Graph::default(),
+        spans: Spans::default(),
+        scope: HashMap::new(),
+        errors,
+        param_keys: HashMap::new(),
+    };
+    for (i, input) in def.inputs.iter().enumerate() {
+        let Some(ty) = cx.declared_type(&input.ty, None) else {
+            // Bound but poisoned: uses of it are not reported again as undefined.
+            cx.scope.insert(input.name.to_string(), None);
+            continue;
+        };
+        let loc = cx.spans.at(input.name.span());
+        let v = cx.graph.add_value(Producer::Input(i), loc);
+        cx.graph.values[v.index()].name = Some(input.name.to_string());
+        let ty_loc = cx.spans.at(input.ty.span);
+        cx.graph.inputs.push(Input {
+            name: input.name.to_string(),
+            value: v,
+            ty,
+            loc: ty_loc,
+        });
+        if input.name == "arena" {
+            // `run_in` takes the caller's arena under that name.
+            cx.error(
+                input.name.span(),
+                "`arena` is reserved for the arena parameter of `run_in`; rename this input",
+            );
+        }
+        if cx.scope.insert(input.name.to_string(), Some(v)).is_some() {
+            cx.error(
+                input.name.span(),
+                format!("input `{}` is declared twice", input.name),
+            );
+        }
+    }
+    let weights_file = cx.body(&def.body, def);
+    Lowered {
+        graph: cx.graph,
+        spans: cx.spans,
+        weights_file,
+    }
+}
+
+pub(super) struct Builder<'e> {
+    graph: Graph,
+    spans: Spans,
+    /// Visible names; `None` marks a poisoned binding (its op had an error).
+    scope: HashMap<String, Option<ValueId>>,
+    errors: &'e mut Errors,
+    param_keys: HashMap<String, Span>,
+}
+
+impl Builder<'_> {
+    pub(super) fn error(&mut self, span: Span, msg: impl std::fmt::Display) {
+        let at = self.spans.at(span);
+        self.errors.push(at, msg);
+    }
+
+    pub(super) fn error_count(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// Adds a single-result op.
+    fn add_op(
+        &mut self,
+        kind: OpKind,
+        args: Vec<ValueId>,
+        span: Span,
+        arg_spans: &[Span],
+        decl: Option<Loc>,
+    ) -> Option<ValueId> {
+        let loc = self.spans.at(span);
+        let arg_locs = arg_spans.iter().map(|s| self.spans.at(*s)).collect();
+        Some(self.graph.add_op(kind, args, 1, loc, arg_locs, decl)[0])
+    }
+
+    fn body(&mut self, body: &Body, def: &NetworkDef) -> Option<syn::LitStr> {
+        let mut weights_file: Option<syn::LitStr> = None;
+        for stmt in &body.stmts {
+            match stmt {
+                Stmt::Weights(lit) => {
+                    if weights_file.is_some() {
+                        self.error(
+                            lit.span(),
+                            "only one `weights \"file\";` declaration is allowed",
+                        );
+                    }
+                    weights_file = Some(lit.clone());
+                }
+                Stmt::Let { name, value } => {
+                    let v = self.expr(value);
+                    if let Some(v) = v {
+                        let slot = &mut self.graph.values[v.index()].name;
+                        if slot.is_none() {
+                            *slot = Some(name.to_string());
+                        }
+                    }
+                    self.scope.insert(name.to_string(), v);
+                }
+            }
+        }
+        let results: Vec<&Expr> = match &body.result {
+            Expr::Tuple(items, _) => items.iter().collect(),
+            one => vec![one],
+        };
+        let result_span = body.result.span();
+        if results.len() != def.outputs.len() {
+            self.error(
+                result_span,
+                format!(
+                    "the network declares {} but its result has {}",
+                    plural(def.outputs.len(), "output"),
+                    plural(results.len(), "value")
+                ),
+            );
+            return weights_file;
+        }
+        for (expr, ty) in results.into_iter().zip(&def.outputs) {
+            let v = self.expr(expr);
+            let declared = self.declared_type(ty, None);
+            let (Some(v), Some(declared)) = (v, declared) else {
+                continue;
+            };
+            // An output must live in the arena, which the caller borrows it from; an output that
+            // is an input's own bytes (or a view of them) gets copied there.
+            let v = if self.graph.is_external(v) {
+                let span = expr.span();
+                match self.add_op(OpKind::Copy, vec![v], span, &[span], None) {
+                    Some(copy) => copy,
+                    None => continue,
+                }
+            } else {
+                v
+            };
+            let ty_loc = self.spans.range(ty.span, ty.end);
+            self.graph.outputs.push(Output {
+                value: v,
+                ty: declared,
+                ty_loc,
+            });
+        }
+        weights_file
+    }
+
+    /// Resolves a DSL type. `batch` is the batch to use when the type gives none (for
+    /// `reshape`, the input's, filled in by inference); model inputs and outputs default to 1.
+    fn declared_type(&mut self, ty: &TypeExpr, batch: Option<usize>) -> Option<TensorType> {
+        let dtype = self.check_dtype(&ty.dtype)?;
+        let n = ty.batch.map(|b| b.value).or(batch).unwrap_or(1);
+        let mut nums = vec![ty.channels];
+        nums.extend(ty.batch);
+        let (dims, kind) = match (ty.kind, &ty.spatial) {
+            (TypeKind::Fm, Some(sp)) if sp.len() == 2 => {
+                nums.extend(sp.iter().copied());
+                (
+                    vec![n, ty.channels.value, sp[0].value, sp[1].value],
+                    Kind::Fm,
+                )
+            }
+            (TypeKind::Fm, _) => {
+                self.error(
+                    ty.span,
+                    "a feature map needs two spatial sizes, like `fm<3xf32[224,224]>`",
+                );
+                return None;
+            }
+            (TypeKind::Vec, None) => (vec![n, ty.channels.value], Kind::Vec),
+            (TypeKind::Vec, Some(_)) => {
+                self.error(
+                    ty.span,
+                    "a vector has no spatial sizes: write `vec<10xf32>` or use `fm<...>`",
+                );
+                return None;
+            }
+        };
+        if let Some(zero) = nums.iter().find(|n| n.value == 0) {
+            self.error(zero.span, "sizes must be at least 1");
+            return None;
+        }
+        Some(TensorType {
+            dtype,
+            dims: dims.into_iter().map(Dim::Known).collect(),
+            kind,
+        })
+    }
+
+    fn check_dtype(&mut self, dtype: &Dtype) -> Option<DType> {
+        match dtype.name.as_str() {
+            "f32" => Some(DType::F32),
+            "f16" | "bf16" | "f64" | "i8" | "u8" | "i16" | "i32" | "i64" => {
+                self.error(
+                    dtype.span,
+                    format!(
+                        "dtype `{}` is not supported yet: kiln computes in f32",
+                        dtype.name
+                    ),
+                );
+                None
+            }
+            other => {
+                self.error(
+                    dtype.span,
+                    format!("unknown dtype `{other}`: expected `f32`"),
+                );
+                None
+            }
+        }
+    }
+
+    fn expr(&mut self, expr: &Expr) -> Option<ValueId> {
+        match expr {
+            Expr::Name(name) => match self.scope.get(&name.to_string()) {
+                Some(v) => *v,
+                None => {
+                    let mut msg = format!("cannot find value `{name}` in this network");
+                    if OPS.contains(&name.to_string().as_str()) {
+                        msg += &format!("; to call the operation, write `{name}(...)`");
+                    }
+                    self.error(name.span(), msg);
+                    None
+                }
+            },
+            Expr::Tuple(_, span) => {
+                self.error(
+                    *span,
+                    "a tuple is only allowed as the network's final result",
+                );
+                None
+            }
+            Expr::Call { op, args } => self.call(op, args),
+        }
+    }
+
+    fn call(&mut self, op: &Ident, args: &[Arg]) -> Option<ValueId> {
+        let name = op.to_string();
+        let span = op.span();
+        if !OPS.contains(&name.as_str()) {
+            let hint = closest(&name, OPS)
+                .map(|c| format!("; did you mean `{c}`?"))
+                .unwrap_or_default();
+            self.error(span, format!("unknown operation `{name}`{hint}"));
+            // Still lower the arguments so their own mistakes are reported.
+            for arg in args {
+                if let Arg::Positional(Value::Expr(e))
+                | Arg::Named {
+                    value: Value::Expr(e),
+                    ..
+                } = arg
+                {
+                    self.expr(e);
+                }
+            }
+            return None;
+        }
+        let mut a = Args::new(op, args);
+        let result = self.op(&name, span, &mut a);
+        // An op that failed stopped reading its arguments; only misspelt names are worth
+        // reporting then. An op with a misspelt argument fails too: it ran without it.
+        let clean = a.finish(self, result.is_some());
+        result.filter(|_| clean)
+    }
+
+    /// Lowers one known op. Returns `None` if it (or one of its inputs) had an error.
+    fn op(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
+        let arg1 = a.positional_spans().first().copied().unwrap_or(span);
+        match name {
+            "conv2d" => self.conv2d(span, a),
+            "dense" => self.dense(span, a),
+            "batch_norm" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let (pname, pty) = a.param(self, "statistics, like `bn1: norm<16xf32>`")?;
+                let eps_span = a.named_span("eps").unwrap_or(span);
+                let eps = a.float(self, "eps", 1e-5);
+                if eps.is_some_and(|e| e.is_nan() || e <= 0.0) {
+                    self.error(eps_span, "batch_norm: `eps` must be positive");
+                    return None;
+                }
+                let ParamType::Norm {
+                    channels, dtype, ..
+                } = pty
+                else {
+                    self.error(
+                        pty.span(),
+                        "batch_norm takes statistics typed `norm<Cxf32>`",
+                    );
+                    return None;
+                };
+                self.check_dtype(dtype)?;
+                let stats = self.norm_params(pname, pty, channels.value)?;
+                let decl = self.spans.at(channels.span);
+                let mut args = vec![x];
+                args.extend(stats);
+                self.add_op(
+                    OpKind::BatchNorm {
+                        eps: eps? as f32,
+                        act: Act::None,
+                    },
+                    args,
+                    span,
+                    &[arg1],
+                    Some(decl),
+                )
+            }
+            "relu" | "relu6" | "sigmoid" | "tanh" | "clip" | "leaky_relu" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let act = match name {
+                    "relu" => Act::Relu,
+                    "relu6" => Act::Clip { min: 0.0, max: 6.0 },
+                    "sigmoid" => Act::Sigmoid,
+                    "tanh" => Act::Tanh,
+                    "leaky_relu" => Act::LeakyRelu {
+                        alpha: a.float(self, "alpha", 0.01)? as f32,
+                    },
+                    _ => {
+                        let min_span = a.named_span("min").unwrap_or(span);
+                        let min = a.float(self, "min", f64::NEG_INFINITY)? as f32;
+                        let max = a.float(self, "max", f64::INFINITY)? as f32;
+                        if min > max {
+                            self.error(
+                                min_span,
+                                format!("clip: min ({min}) is greater than max ({max})"),
+                            );
+                            return None;
+                        }
+                        Act::Clip { min, max }
+                    }
+                };
+                self.add_op(OpKind::Unary(act), vec![x], span, &[arg1], None)
+            }
+            "add" | "sub" | "mul" | "div" => {
+                let [x, y] = self.inputs::<2>(a, span)?;
+                let op = match name {
+                    "add" => BinOp::Add,
+                    "sub" => BinOp::Sub,
+                    "mul" => BinOp::Mul,
+                    _ => BinOp::Div,
+                };
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::Binary(op), vec![x, y], span, &spans, None)
+            }
+            "max_pool" | "avg_pool" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let kernel = a.positional_pair(self, "a window size like `2x2`")?;
+                let stride = a.pair(self, "stride")?.unwrap_or(kernel);
+                let kind = if name == "max_pool" {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Avg
+                };
+                let count_include_pad = if kind == PoolKind::Avg {
+                    a.bool(self, "count_include_pad", false)?
+                } else {
+                    false
+                };
+                let pad = a.padding(self)?;
+                self.add_op(
+                    OpKind::Pool {
+                        kind,
+                        kernel,
+                        stride,
+                        pad,
+                        count_include_pad,
+                    },
+                    vec![x],
+                    span,
+                    &[arg1],
+                    None,
+                )
+            }
+            "global_avg_pool" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                self.add_op(OpKind::GlobalAvgPool, vec![x], span, &[arg1], None)
+            }
+            "concat" => {
+                let xs = self.variadic_inputs(a)?;
+                if xs.len() < 2 {
+                    self.error(span, "concat: needs at least two inputs");
+                    return None;
+                }
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::Concat, xs, span, &spans, None)
+            }
+            "flatten" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                self.add_op(
+                    OpKind::Reshape(ReshapeTo::Flatten),
+                    vec![x],
+                    span,
+                    &[arg1],
+                    None,
+                )
+            }
+            "reshape" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let Some(ty) = a.positional_type(self) else {
+                    self.error(
+                        span,
+                        "reshape: expected the target type, like `reshape(h, fm<16xf32[4,4]>)`",
+                    );
+                    return None;
+                };
+                let target = self.declared_type(&ty, Some(1))?;
+                let decl = self.spans.range(ty.span, ty.end);
+                self.add_op(
+                    OpKind::Reshape(ReshapeTo::Type {
+                        ty: target,
+                        batch_given: ty.batch.is_some(),
+                    }),
+                    vec![x],
+                    span,
+                    &[arg1],
+                    Some(decl),
+                )
+            }
+            "softmax" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                self.add_op(OpKind::Softmax, vec![x], span, &[arg1], None)
+            }
+            "pad" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let pad = match a.take_positional() {
+                    Some(v) => pads_of(self, &v)?,
+                    None => {
+                        self.error(span, "pad: expected the padding, like `pad(h, 1)` or `pad(h, (top, left, bottom, right))`");
+                        return None;
+                    }
+                };
+                let value = a.float(self, "value", 0.0)? as f32;
+                self.add_op(OpKind::Pad { pad, value }, vec![x], span, &[arg1], None)
+            }
+            _ => {
+                // `OPS` and this match list the same names; a name in one only is a bug, reported
+                // rather than panicked on.
+                self.error(
+                    span,
+                    format!(
+                        "kiln internal error: `{name}` is a known operation without a lowering"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn conv2d(&mut self, span: Span, a: &mut Args) -> Option<ValueId> {
+        let arg1 = a.positional_spans().first().copied().unwrap_or(span);
+        let x = self.inputs::<1>(a, span)?[0];
+        let (pname, pty) = a.param(self, "weights, like `w1: weights<3 -> 3x3xf32 -> 16>`")?;
+        let stride = a.pair(self, "stride")?.unwrap_or([1, 1]);
+        let dilation = a.pair(self, "dilation")?.unwrap_or([1, 1]);
+        let groups_span = a.named_span("groups").unwrap_or(span);
+        let groups = a.usize(self, "groups")?.unwrap_or(1);
+        let has_bias = a.bool(self, "bias", true)?;
+        let pad = a.padding(self)?;
+        let ParamType::Weights {
+            c_in,
+            kernel: Some((kernel, dtype)),
+            c_out,
+            ..
+        } = pty
+        else {
+            self.error(
+                pty.span(),
+                "conv2d weights need a kernel size: `weights<Cin -> KhxKwxf32 -> Cout>`",
+            );
+            return None;
+        };
+        self.check_dtype(dtype)?;
+        let [kh, kw] = match kernel.as_slice() {
+            [k] => [k.value, k.value],
+            [h, w] => [h.value, w.value],
+            _ => {
+                self.error(dtype.span, "conv2d: expected a 2-D kernel like `3x3xf32`");
+                return None;
+            }
+        };
+        if kh == 0 || kw == 0 || c_in.value == 0 || c_out.value == 0 {
+            self.error(pty.span(), "conv2d: sizes must be at least 1");
+            return None;
+        }
+        if groups == 0 || c_in.value % groups != 0 || c_out.value % groups != 0 {
+            self.error(groups_span, format!("conv2d: groups = {groups} must divide both the input channels ({}) and the output channels ({})", c_in.value, c_out.value));
+            return None;
+        }
+        if stride.contains(&0) || dilation.contains(&0) {
+            self.error(
+                span,
+                "conv2d: kernel, stride and dilation must be at least 1",
+            );
+            return None;
+        }
+        let w = self.param(
+            pname,
+            pty,
+            "weight",
+            vec![c_out.value, c_in.value / groups, kh, kw],
+        )?;
+        let mut args = vec![x, w];
+        if has_bias {
+            args.push(self.param(pname, pty, "bias", vec![c_out.value])?);
+        }
+        let decl = self.spans.at(c_in.span);
+        let kind = OpKind::Conv2d {
+            c_in: c_in.value,
+            kernel: [kh, kw],
+            stride,
+            dilation,
+            pad,
+            groups,
+            has_bias,
+            bn: None,
+            act: Act::None,
+        };
+        self.add_op(kind, args, span, &[arg1], Some(decl))
+    }
+
+    fn dense(&mut self, span: Span, a: &mut Args) -> Option<ValueId> {
+        let arg1 = a.positional_spans().first().copied().unwrap_or(span);
+        let x = self.inputs::<1>(a, span)?[0];
+        let (pname, pty) = a.param(self, "weights, like `fc: weights<256 -> 10>`")?;
+        let has_bias = a.bool(self, "bias", true)?;
+        let ParamType::Weights {
+            c_in,
+            kernel,
+            c_out,
+            ..
+        } = pty
+        else {
+            self.error(pty.span(), "dense takes weights typed `weights<In -> Out>`");
+            return None;
+        };
+        if let Some((_, dtype)) = kernel {
+            self.error(
+                dtype.span,
+                "dense weights have no kernel size: write `weights<In -> Out>`",
+            );
+            return None;
+        }
+        if c_out.value == 0 || c_in.value == 0 {
+            let n = if c_out.value == 0 { c_out } else { c_in };
+            self.error(n.span, "dense: sizes must be at least 1");
+            return None;
+        }
+        let w = self.param(pname, pty, "weight", vec![c_out.value, c_in.value])?;
+        let mut args = vec![x, w];
+        if has_bias {
+            args.push(self.param(pname, pty, "bias", vec![c_out.value])?);
+        }
+        let decl = self.spans.at(c_in.span);
+        self.add_op(
+            OpKind::Dense {
+                has_bias,
+                bn: None,
+                act: Act::None,
+            },
+            args,
+            span,
+            &[arg1],
+            Some(decl),
+        )
+    }
+
+    fn norm_params(
+        &mut self,
+        pname: &ParamName,
+        pty: &ParamType,
+        c: usize,
+    ) -> Option<[ValueId; 4]> {
+        if c == 0 {
+            self.error(pty.span(), "batch_norm: sizes must be at least 1");
+            return None;
+        }
+        let mut ids = Vec::new();
+        for part in ["weight", "bias", "running_mean", "running_var"] {
+            ids.push(self.param(pname, pty, part, vec![c])?);
+        }
+        ids.try_into().ok()
+    }
+
+    /// Declares the tensor `<name>.<part>`; a name used twice is an error.
+    fn param(
+        &mut self,
+        name: &ParamName,
+        ty: &ParamType,
+        part: &str,
+        shape: Vec<usize>,
+    ) -> Option<ValueId> {
+        let key = format!("{}.{part}", name.key);
+        if self.param_keys.insert(key.clone(), name.span).is_some() {
+            self.error(
+                name.span,
+                format!(
+                    "parameter `{}` is declared twice; each layer needs its own name",
+                    name.key
+                ),
+            );
+            return None;
+        }
+        let name_loc = self.spans.at(name.span);
+        let ty_loc = self.spans.range(ty.span(), ty.end());
+        let shape = Shape::tensor(DType::F32, shape);
+        Some(self.graph.add_param(key, shape, name_loc, ty_loc))
+    }
+
+    fn inputs<const N: usize>(&mut self, a: &mut Args, span: Span) -> Option<[ValueId; N]> {
+        let mut out = Vec::new();
+        let mut poisoned = false;
+        for i in 0..N {
+            match a.take_positional() {
+                Some(Value::Expr(e)) => match self.expr(&e) {
+                    Some(v) => out.push(v),
+                    None => poisoned = true,
+                },
+                Some(other) => {
+                    self.error(
+                        other.span(),
+                        format!("{}: argument {} must be a tensor", a.op, i + 1),
+                    );
+                    poisoned = true;
+                }
+                None => {
+                    self.error(span, format!("{}: missing input {} of {N}", a.op, i + 1));
+                    return None;
+                }
+            }
+        }
+        if poisoned {
+            return None;
+        }
+        out.try_into().ok()
+    }
+
+    fn variadic_inputs(&mut self, a: &mut Args) -> Option<Vec<ValueId>> {
+        let mut out = Vec::new();
+        let mut poisoned = false;
+        while let Some(v) = a.take_positional() {
+            match v {
+                Value::Expr(e) => match self.expr(&e) {
+                    Some(v) => out.push(v),
+                    None => poisoned = true,
+                },
+                other => {
+                    self.error(other.span(), format!("{}: arguments must be tensors", a.op));
+                    poisoned = true;
+                }
+            }
+        }
+        (!poisoned).then_some(out)
+    }
+}

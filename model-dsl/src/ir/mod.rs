@@ -1,0 +1,393 @@
+//! The graph IR: values, ops and parameters in arenas indexed by typed ids, with types and
+//! source locations in side tables. It knows nothing of the DSL: a front end builds a [`Graph`]
+//! (`front::dsl` from the macro's tokens; a model-file or ONNX front end the same way), the
+//! inference pass ([`crate::infer`]) types it, and every later pass reads those types.
+//!
+//! Invariants (checked by [`verify`]):
+//!
+//! * **Ids only point backwards**: an op's arguments are values defined before it, so the order
+//!   of [`Graph::ops`] is a topological order and is the execution order.
+//! * Every value has exactly one producer: a model input, a parameter, or one result slot of an
+//!   op (ops may have several results).
+//! * A *typed* graph (inference's output) has a [`Shape`] for every value in [`Graph::types`]
+//!   and no unresolved attribute (`Padding::Same`) left; a front end's graph has no types yet.
+//! * Locations are [`Loc`]s into the front end's own table, never spans: the same inference
+//!   reports at a macro token, a file position or an ONNX node.
+
+pub mod print;
+pub mod types;
+pub mod verify;
+
+pub use types::{DType, Dim, Kind, Shape, SymId, TensorType};
+
+use crate::diag::Loc;
+
+macro_rules! id {
+    ($name:ident) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+id!(ValueId);
+id!(OpId);
+id!(ParamId);
+
+/// An activation applied elementwise, alone or fused into the producer's epilogue.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Act {
+    None,
+    Relu,
+    Clip { min: f32, max: f32 },
+    LeakyRelu { alpha: f32 },
+    Sigmoid,
+    Tanh,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    Max,
+    Avg,
+}
+
+/// Window padding as declared; inference resolves `Same` against the input's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// ONNX `SAME_UPPER`: the output is `ceil(in / stride)`, extra padding at the end.
+    Same,
+    /// `[top, left, bottom, right]`.
+    Explicit([usize; 4]),
+}
+
+impl Padding {
+    /// The padding of a typed graph, where inference has resolved every `Same`.
+    pub fn resolved(self) -> [usize; 4] {
+        match self {
+            Padding::Explicit(p) => p,
+            Padding::Same => unreachable!("the IR verifier rejects `Same` padding in typed graphs"),
+        }
+    }
+}
+
+/// What `reshape` turns its input into.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReshapeTo {
+    /// `[N, everything else]`, a vector.
+    Flatten,
+    /// A declared type; `batch_given` is false when the user left the batch to the input's.
+    Type { ty: TensorType, batch_given: bool },
+}
+
+/// Operations. Parameters are values: a conv's weights are its second argument.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// Args: `x, weight, [bias], [gamma, beta, mean, var]` (the last four once a batch norm has
+    /// been folded in: `bn` holds its epsilon).
+    Conv2d {
+        /// Input channels as the weights declare them (the weight tensor holds `c_in / groups`).
+        c_in: usize,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        dilation: [usize; 2],
+        pad: Padding,
+        groups: usize,
+        has_bias: bool,
+        bn: Option<f32>,
+        act: Act,
+    },
+    /// Args: `x, weight, [bias], [gamma, beta, mean, var]`.
+    Dense {
+        has_bias: bool,
+        bn: Option<f32>,
+        act: Act,
+    },
+    /// Args: `x, gamma, beta, mean, var`.
+    BatchNorm {
+        eps: f32,
+        act: Act,
+    },
+    Unary(Act),
+    Binary(BinOp),
+    Pool {
+        kind: PoolKind,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        pad: Padding,
+        count_include_pad: bool,
+    },
+    GlobalAvgPool,
+    /// Along the channels.
+    Concat,
+    /// The same bytes under another shape (an alias, no kernel).
+    Reshape(ReshapeTo),
+    /// Over the channels.
+    Softmax,
+    Pad {
+        pad: [usize; 4],
+        value: f32,
+    },
+    /// Copies a value into the arena (an output that would otherwise be an input's bytes).
+    Copy,
+}
+
+impl OpKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Conv2d { .. } => "conv2d",
+            OpKind::Dense { .. } => "dense",
+            OpKind::BatchNorm { .. } => "batch_norm",
+            OpKind::Unary(_) => "activation",
+            OpKind::Binary(BinOp::Add) => "add",
+            OpKind::Binary(BinOp::Sub) => "sub",
+            OpKind::Binary(BinOp::Mul) => "mul",
+            OpKind::Binary(BinOp::Div) => "div",
+            OpKind::Pool {
+                kind: PoolKind::Max,
+                ..
+            } => "max_pool",
+            OpKind::Pool {
+                kind: PoolKind::Avg,
+                ..
+            } => "avg_pool",
+            OpKind::GlobalAvgPool => "global_avg_pool",
+            OpKind::Concat => "concat",
+            OpKind::Reshape(ReshapeTo::Flatten) => "flatten",
+            OpKind::Reshape(_) => "reshape",
+            OpKind::Softmax => "softmax",
+            OpKind::Pad { .. } => "pad",
+            OpKind::Copy => "copy",
+        }
+    }
+
+    /// Whether the result is the first argument's bytes under another shape.
+    pub fn is_alias(&self) -> bool {
+        matches!(self, OpKind::Reshape(_))
+    }
+
+    /// How many arguments the op takes (`None`: any number, at least one), and results it has.
+    pub fn arity(&self) -> (Option<usize>, usize) {
+        let stats = |bn: &Option<f32>| if bn.is_some() { 4 } else { 0 };
+        let n = match self {
+            OpKind::Conv2d { has_bias, bn, .. } | OpKind::Dense { has_bias, bn, .. } => {
+                2 + usize::from(*has_bias) + stats(bn)
+            }
+            OpKind::BatchNorm { .. } => 5,
+            OpKind::Binary(_) => 2,
+            OpKind::Concat => return (None, 1),
+            OpKind::Unary(_)
+            | OpKind::Pool { .. }
+            | OpKind::GlobalAvgPool
+            | OpKind::Reshape(_)
+            | OpKind::Softmax
+            | OpKind::Pad { .. }
+            | OpKind::Copy => 1,
+        };
+        (Some(n), 1)
+    }
+}
+
+/// An op: what it does, what it reads and writes, and where the user wrote it.
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub kind: OpKind,
+    pub args: Vec<ValueId>,
+    pub results: Vec<ValueId>,
+    /// The op's name token.
+    pub loc: Loc,
+    /// Each argument as written (a parameter argument: its declaration).
+    pub arg_locs: Vec<Loc>,
+    /// The declaration the op's shape rule checks the input against, when there is one: the
+    /// in-channels of `weights<...>`, the channels of `norm<...>`, a reshape's target type.
+    pub decl: Option<Loc>,
+}
+
+impl Op {
+    /// The result of a single-result op.
+    pub fn result(&self) -> ValueId {
+        self.results[0]
+    }
+    /// Where the `i`th argument was written, or the op itself.
+    pub fn arg_loc(&self, i: usize) -> Loc {
+        self.arg_locs.get(i).copied().unwrap_or(self.loc)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Producer {
+    /// The `i`th model input.
+    Input(usize),
+    Param(ParamId),
+    /// Result `slot` of an op.
+    Op {
+        op: OpId,
+        slot: u32,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Value {
+    pub producer: Producer,
+    /// The user's name for it (`let h = ...`), if any; used in printed IR and plans.
+    pub name: Option<String>,
+    pub loc: Loc,
+}
+
+/// A tensor read from the weights: a value like any other, stored outside the arena.
+#[derive(Clone, Debug)]
+pub struct Param {
+    /// Its key in the weights file, e.g. `conv1.weight`.
+    pub key: String,
+    pub shape: Shape,
+    pub value: ValueId,
+    /// The parameter's name token (where "missing from the file" points) and its declared type
+    /// (where a dtype or shape mismatch with the file points).
+    pub name_loc: Loc,
+    pub ty_loc: Loc,
+}
+
+#[derive(Clone, Debug)]
+pub struct Input {
+    pub name: String,
+    pub value: ValueId,
+    pub ty: TensorType,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub value: ValueId,
+    /// The declared type in the signature, and where it is written.
+    pub ty: TensorType,
+    pub ty_loc: Loc,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub inputs: Vec<Input>,
+    pub values: Vec<Value>,
+    pub ops: Vec<Op>,
+    pub params: Vec<Param>,
+    pub outputs: Vec<Output>,
+    /// Names of the size symbols the declared types use.
+    pub symbols: Vec<String>,
+    /// Side table: the shape of every value, indexed by `ValueId`. Empty until inference.
+    pub types: Vec<Shape>,
+}
+
+impl Graph {
+    pub fn shape(&self, v: ValueId) -> &Shape {
+        &self.types[v.index()]
+    }
+    pub fn op(&self, id: OpId) -> &Op {
+        &self.ops[id.index()]
+    }
+    /// Whether inference has typed this graph.
+    pub fn is_typed(&self) -> bool {
+        !self.values.is_empty() && self.types.len() == self.values.len()
+    }
+    /// The op that produces `v`, if an op does.
+    pub fn producer_op(&self, v: ValueId) -> Option<&Op> {
+        match self.values[v.index()].producer {
+            Producer::Op { op, .. } => Some(self.op(op)),
+            _ => None,
+        }
+    }
+    /// The number of ops that read `v`, plus one per output slot it fills.
+    pub fn use_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.values.len()];
+        for op in &self.ops {
+            for a in &op.args {
+                counts[a.index()] += 1;
+            }
+        }
+        for o in &self.outputs {
+            counts[o.value.index()] += 1;
+        }
+        counts
+    }
+    /// The value `v` is a view of, following aliases (reshape) back to the value that owns
+    /// the bytes.
+    pub fn alias_root(&self, mut v: ValueId) -> ValueId {
+        while let Some(op) = self.producer_op(v) {
+            if !op.kind.is_alias() {
+                break;
+            }
+            v = op.args[0];
+        }
+        v
+    }
+    /// True if `v` is (a view of) bytes outside the arena: a model input or a parameter.
+    pub fn is_external(&self, v: ValueId) -> bool {
+        matches!(
+            self.values[self.alias_root(v).index()].producer,
+            Producer::Input(_) | Producer::Param(_)
+        )
+    }
+    /// Appends a value; the caller appends its producer. In a typed graph, also its shape.
+    pub fn add_value(&mut self, producer: Producer, loc: Loc) -> ValueId {
+        let id = ValueId(self.values.len() as u32);
+        self.values.push(Value {
+            producer,
+            name: None,
+            loc,
+        });
+        id
+    }
+    /// Appends an op with `results` fresh result values.
+    pub fn add_op(
+        &mut self,
+        kind: OpKind,
+        args: Vec<ValueId>,
+        results: usize,
+        loc: Loc,
+        arg_locs: Vec<Loc>,
+        decl: Option<Loc>,
+    ) -> Vec<ValueId> {
+        let op = OpId(self.ops.len() as u32);
+        let results: Vec<ValueId> = (0..results)
+            .map(|slot| {
+                self.add_value(
+                    Producer::Op {
+                        op,
+                        slot: slot as u32,
+                    },
+                    loc,
+                )
+            })
+            .collect();
+        self.ops.push(Op {
+            kind,
+            args,
+            results: results.clone(),
+            loc,
+            arg_locs,
+            decl,
+        });
+        results
+    }
+    /// Appends a parameter and the value that stands for it.
+    pub fn add_param(&mut self, key: String, shape: Shape, name_loc: Loc, ty_loc: Loc) -> ValueId {
+        let id = ParamId(self.params.len() as u32);
+        let value = self.add_value(Producer::Param(id), name_loc);
+        self.params.push(Param {
+            key,
+            shape,
+            value,
+            name_loc,
+            ty_loc,
+        });
+        value
+    }
+}

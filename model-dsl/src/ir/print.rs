@@ -1,0 +1,191 @@
+//! The IR's stable text form, for snapshot tests per stage and for internal-error reports.
+//!
+//! ```text
+//! %0 x = input 0 : f32[1,1,8,8]
+//! %1 = param "conv1.weight" : f32[16,1,3,3]
+//! %3 h = conv2d(%0, %1, %2) {c_in=1 kernel=3x3 stride=1x1 dilation=1x1 pad=same groups=1} : f32[1,16,8,8]
+//! return %9
+//! ```
+//!
+//! One line per value that is not an op result (inputs and parameters, in id order, first),
+//! then one per op, then the outputs. Types appear once the graph is typed. The format only
+//! changes on purpose: snapshots in `model-dsl/tests/snapshots/*.ir` pin it.
+
+use std::fmt::{self, Write as _};
+
+use super::{Act, Graph, OpKind, Padding, Producer, ReshapeTo, Shape, ValueId};
+
+/// The graph as text.
+pub fn print(g: &Graph) -> String {
+    let mut out = String::new();
+    let name = |v: ValueId| -> String {
+        match &g.values[v.index()].name {
+            Some(n) => format!("%{} {n}", v.0),
+            None => format!("%{}", v.0),
+        }
+    };
+    let ty = |v: ValueId| -> String {
+        match g.types.get(v.index()) {
+            Some(s) => format!(" : {}", dims(s)),
+            None => String::new(),
+        }
+    };
+    for (i, v) in g.values.iter().enumerate() {
+        let id = ValueId(i as u32);
+        match v.producer {
+            Producer::Input(n) => {
+                let _ = writeln!(out, "{} = input {n}{}", name(id), ty(id));
+            }
+            Producer::Param(p) => {
+                let _ = writeln!(
+                    out,
+                    "{} = param {:?}{}",
+                    name(id),
+                    g.params[p.index()].key,
+                    ty(id)
+                );
+            }
+            Producer::Op { .. } => {}
+        }
+    }
+    for op in &g.ops {
+        let results: Vec<String> = op.results.iter().map(|r| name(*r)).collect();
+        let args: Vec<String> = op.args.iter().map(|a| format!("%{}", a.0)).collect();
+        let types: Vec<String> = op.results.iter().map(|r| ty(*r)).collect();
+        let _ = writeln!(
+            out,
+            "{} = {}({}){}{}",
+            results.join(", "),
+            op.kind.name(),
+            args.join(", "),
+            Attrs(&op.kind),
+            types.concat()
+        );
+    }
+    let outs: Vec<String> = g
+        .outputs
+        .iter()
+        .map(|o| format!("%{}", o.value.0))
+        .collect();
+    let _ = writeln!(out, "return {}", outs.join(", "));
+    out
+}
+
+/// `f32[1,16,8,8]`: the shape without the DSL's spelling.
+fn dims(s: &Shape) -> String {
+    let d: Vec<String> = s.dims.iter().map(|d| d.to_string()).collect();
+    format!("{}[{}]", s.dtype, d.join(","))
+}
+
+/// An op's attributes, ` {key=value ...}`, or nothing.
+struct Attrs<'a>(&'a OpKind);
+
+impl fmt::Display for Attrs<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = Vec::new();
+        let pair = |p: [usize; 2]| format!("{}x{}", p[0], p[1]);
+        let pad = |p: &Padding| match p {
+            Padding::Same => "same".to_string(),
+            Padding::Explicit(p) => format!("{},{},{},{}", p[0], p[1], p[2], p[3]),
+        };
+        let act = |a: &Act, items: &mut Vec<String>| {
+            if *a != Act::None {
+                items.push(format!("act={}", act_text(a)));
+            }
+        };
+        match self.0 {
+            OpKind::Conv2d {
+                c_in,
+                kernel,
+                stride,
+                dilation,
+                pad: p,
+                groups,
+                has_bias,
+                bn,
+                act: a,
+            } => {
+                items.push(format!("c_in={c_in}"));
+                items.push(format!("kernel={}", pair(*kernel)));
+                items.push(format!("stride={}", pair(*stride)));
+                items.push(format!("dilation={}", pair(*dilation)));
+                items.push(format!("pad={}", pad(p)));
+                items.push(format!("groups={groups}"));
+                items.push(format!("bias={has_bias}"));
+                if let Some(eps) = bn {
+                    items.push(format!("bn_eps={eps:?}"));
+                }
+                act(a, &mut items);
+            }
+            OpKind::Dense {
+                has_bias,
+                bn,
+                act: a,
+            } => {
+                items.push(format!("bias={has_bias}"));
+                if let Some(eps) = bn {
+                    items.push(format!("bn_eps={eps:?}"));
+                }
+                act(a, &mut items);
+            }
+            OpKind::BatchNorm { eps, act: a } => {
+                items.push(format!("eps={eps:?}"));
+                act(a, &mut items);
+            }
+            OpKind::Unary(a) => items.push(act_text(a)),
+            OpKind::Pool {
+                kernel,
+                stride,
+                pad: p,
+                count_include_pad,
+                ..
+            } => {
+                items.push(format!("kernel={}", pair(*kernel)));
+                items.push(format!("stride={}", pair(*stride)));
+                items.push(format!("pad={}", pad(p)));
+                if *count_include_pad {
+                    items.push("count_include_pad".into());
+                }
+            }
+            OpKind::Reshape(ReshapeTo::Type { ty, batch_given }) => {
+                let d: Vec<String> = ty
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| match d {
+                        _ if i == 0 && !batch_given => "batch".to_string(),
+                        super::Dim::Known(n) => n.to_string(),
+                        super::Dim::Sym(s) => format!("${}", s.0),
+                    })
+                    .collect();
+                items.push(format!("to={}[{}]", ty.dtype, d.join(",")));
+            }
+            OpKind::Pad { pad: p, value } => {
+                items.push(format!("pad={},{},{},{}", p[0], p[1], p[2], p[3]));
+                items.push(format!("value={value:?}"));
+            }
+            OpKind::Binary(_)
+            | OpKind::GlobalAvgPool
+            | OpKind::Concat
+            | OpKind::Reshape(ReshapeTo::Flatten)
+            | OpKind::Softmax
+            | OpKind::Copy => {}
+        }
+        if items.is_empty() {
+            Ok(())
+        } else {
+            write!(f, " {{{}}}", items.join(" "))
+        }
+    }
+}
+
+fn act_text(a: &Act) -> String {
+    match a {
+        Act::None => "none".into(),
+        Act::Relu => "relu".into(),
+        Act::Clip { min, max } => format!("clip({min:?},{max:?})"),
+        Act::LeakyRelu { alpha } => format!("leaky_relu({alpha:?})"),
+        Act::Sigmoid => "sigmoid".into(),
+        Act::Tanh => "tanh".into(),
+    }
+}

@@ -1,0 +1,165 @@
+//! The IR verifier: structural invariants of a [`Graph`], checked after the passes that can
+//! break them (inference, fusion). A failure is a compiler bug, reported as an internal error
+//! with the printed IR, never as the user's mistake (cranelift's `verifier`, naga's
+//! `handles.rs`).
+//!
+//! Checked: ids in range and pointing backwards; every value produced exactly where its
+//! `producer` says; each op's argument and result counts; parameters of conv/dense/batch norm
+//! are parameter values (they live in the parameter buffer); and, for a typed graph, a type
+//! for every value, no unresolved padding, and aliases no larger than what they view.
+
+use super::{Graph, OpKind, Padding, Producer, ValueId};
+
+/// `Ok` or the first broken invariant.
+pub fn verify(g: &Graph) -> Result<(), String> {
+    let n = g.values.len();
+    let in_range = |v: ValueId| v.index() < n;
+    for (i, v) in g.values.iter().enumerate() {
+        let id = ValueId(i as u32);
+        let ok = match v.producer {
+            Producer::Input(k) => g.inputs.get(k).is_some_and(|x| x.value == id),
+            Producer::Param(p) => g.params.get(p.index()).is_some_and(|x| x.value == id),
+            Producer::Op { op, slot } => g
+                .ops
+                .get(op.index())
+                .and_then(|o| o.results.get(slot as usize))
+                .is_some_and(|r| *r == id),
+        };
+        if !ok {
+            return Err(format!(
+                "%{i}: its producer {:?} does not list it",
+                v.producer
+            ));
+        }
+    }
+    for (i, op) in g.ops.iter().enumerate() {
+        let name = op.kind.name();
+        let (args, results) = op.kind.arity();
+        if args.is_some_and(|a| a != op.args.len()) || op.args.is_empty() {
+            return Err(format!(
+                "op {i} ({name}): {} arguments, expected {args:?}",
+                op.args.len()
+            ));
+        }
+        if op.results.len() != results {
+            return Err(format!(
+                "op {i} ({name}): {} results, expected {results}",
+                op.results.len()
+            ));
+        }
+        let first = op.results.iter().min().copied();
+        for a in &op.args {
+            if !in_range(*a) || first.is_some_and(|f| *a >= f) {
+                return Err(format!(
+                    "op {i} ({name}): argument %{} is not defined before it",
+                    a.0
+                ));
+            }
+        }
+        let params_from = match &op.kind {
+            OpKind::Conv2d { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => 1,
+            _ => op.args.len(),
+        };
+        for a in &op.args[params_from..] {
+            if !matches!(g.values[a.index()].producer, Producer::Param(_)) {
+                return Err(format!(
+                    "op {i} ({name}): argument %{} should be a parameter",
+                    a.0
+                ));
+            }
+        }
+    }
+    for o in &g.outputs {
+        if !in_range(o.value) {
+            return Err(format!("output %{} does not exist", o.value.0));
+        }
+    }
+    if !g.types.is_empty() {
+        if g.types.len() != n {
+            return Err(format!("{} types for {n} values", g.types.len()));
+        }
+        for (i, op) in g.ops.iter().enumerate() {
+            let name = op.kind.name();
+            match &op.kind {
+                OpKind::Conv2d {
+                    pad: Padding::Same, ..
+                }
+                | OpKind::Pool {
+                    pad: Padding::Same, ..
+                } => return Err(format!("op {i} ({name}): `same` padding left unresolved")),
+                OpKind::Reshape(_) => {
+                    let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
+                    if y.bytes() > x.bytes() {
+                        return Err(format!(
+                            "op {i} ({name}): the alias ({} bytes) does not fit its source ({} bytes)",
+                            y.bytes(),
+                            x.bytes()
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Loc;
+    use crate::ir::{Act, DType, Shape};
+
+    fn relu_graph() -> Graph {
+        let mut g = Graph::default();
+        let x = g.add_value(Producer::Input(0), Loc(0));
+        g.inputs.push(crate::ir::Input {
+            name: "x".into(),
+            value: x,
+            ty: crate::ir::TensorType {
+                dtype: DType::F32,
+                dims: vec![],
+                kind: crate::ir::Kind::Tensor,
+            },
+            loc: Loc(0),
+        });
+        g.add_op(OpKind::Unary(Act::Relu), vec![x], 1, Loc(0), vec![], None);
+        g
+    }
+
+    #[test]
+    fn accepts_a_well_formed_graph() {
+        assert_eq!(verify(&relu_graph()), Ok(()));
+    }
+
+    #[test]
+    fn rejects_forward_references() {
+        let mut g = relu_graph();
+        g.ops[0].args[0] = ValueId(1);
+        assert!(verify(&g).unwrap_err().contains("not defined before"));
+    }
+
+    #[test]
+    fn rejects_wrong_arity() {
+        let mut g = relu_graph();
+        g.ops[0].args.push(ValueId(0));
+        assert!(verify(&g).unwrap_err().contains("arguments"));
+    }
+
+    #[test]
+    fn rejects_missing_types_and_unresolved_padding() {
+        let mut g = relu_graph();
+        g.types = vec![Shape::tensor(DType::F32, vec![2])];
+        assert!(verify(&g).unwrap_err().contains("types"));
+        g.types.push(Shape::tensor(DType::F32, vec![2]));
+        assert_eq!(verify(&g), Ok(()));
+        g.ops[0].kind = OpKind::Pool {
+            kind: crate::ir::PoolKind::Max,
+            kernel: [2, 2],
+            stride: [2, 2],
+            pad: Padding::Same,
+            count_include_pad: false,
+        };
+        assert!(verify(&g).unwrap_err().contains("unresolved"));
+    }
+}
