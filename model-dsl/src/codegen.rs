@@ -371,6 +371,9 @@ impl Model<'_> {
         if op.kind.is_alias() {
             return TokenStream::new();
         }
+        if let OpKind::Split { axis, sizes } = &op.kind {
+            return self.split(op, *axis as usize, sizes);
+        }
         let k = quote! { ::kiln::__private::kernels };
         let Loc::Arena(o0, o1) = self.loc(op.result()) else {
             unreachable!("only reshapes of inputs are external")
@@ -462,6 +465,20 @@ impl Model<'_> {
                     quote! { (__k.unary)(#act, #x, out); }
                 }
             }
+            // Layout never computes these in place (see `layout::elementwise_args`).
+            OpKind::Binary(bop) if y_shape.rank() > 4 => {
+                let bop = format_ident!("{}", format!("{bop:?}"));
+                let out_dims = &y_shape.dims;
+                let strides = |v: ValueId| {
+                    let s = self.graph.shape(v);
+                    let mut d = vec![1; y_shape.rank() - s.rank()];
+                    d.extend(&s.dims);
+                    broadcast_strides(&d, out_dims)
+                };
+                let (sa, sb) = (strides(op.args[0]), strides(op.args[1]));
+                let (a, b) = (&read_args[0], &read_args[1]);
+                quote! { #k::binary_nd(#k::BinaryOp::#bop, &#k::BinaryNd { out: &[#(#out_dims),*], a_strides: &[#(#sa),*], b_strides: &[#(#sb),*] }, #a, #b, out); }
+            }
             OpKind::Binary(bop) => {
                 let bc = broadcast_tokens(
                     self.graph.shape(op.args[0]),
@@ -517,7 +534,21 @@ impl Model<'_> {
                 let x = &read_args[0];
                 quote! { (__k.global_avg_pool)(#n, #c, #sp, #x, out); }
             }
-            OpKind::Concat => {
+            OpKind::Concat { axis } if *axis != 1 || y_shape.rank() != 4 => {
+                let a = *axis as usize;
+                let outer: usize = y_shape.dims[..a].iter().product();
+                let inner: usize = y_shape.dims[a + 1..].iter().product();
+                let total = y_shape.dims[a] * inner;
+                let mut offset = 0usize;
+                let copies = op.args.iter().zip(&read_args).map(|(v, x)| {
+                    let part = self.graph.shape(*v).dims[a] * inner;
+                    let t = quote! { #k::copy_into_axis(#outer, #part, #total, #offset, #x, out); };
+                    offset += part;
+                    t
+                });
+                quote! { #(#copies)* }
+            }
+            OpKind::Concat { .. } => {
                 let (n, [h, w]) = (y_shape.batch(), y_shape.spatial());
                 let sp = h * w;
                 let c_dst = y_shape.channels();
@@ -531,16 +562,79 @@ impl Model<'_> {
                 });
                 quote! { #(#copies)* }
             }
-            OpKind::Softmax => {
-                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
-                let inner = h * w;
-                if in_place.is_some() {
-                    quote! { (__k.softmax_inplace)(#n, #c, #inner, out); }
-                } else {
-                    let x = &read_args[0];
-                    quote! { (__k.softmax)(#n, #c, #inner, #x, out); }
+            OpKind::Softmax { axis, log } => {
+                let a = axis.expect("inference resolves the axis") as usize;
+                let outer: usize = x_shape.dims[..a].iter().product();
+                let len = x_shape.dims[a];
+                let inner: usize = x_shape.dims[a + 1..].iter().product();
+                match (log, in_place.is_some()) {
+                    (false, true) => quote! { (__k.softmax_inplace)(#outer, #len, #inner, out); },
+                    (false, false) => {
+                        let x = &read_args[0];
+                        quote! { (__k.softmax)(#outer, #len, #inner, #x, out); }
+                    }
+                    (true, true) => quote! { #k::log_softmax_inplace(#outer, #len, #inner, out); },
+                    (true, false) => {
+                        let x = &read_args[0];
+                        quote! { #k::log_softmax(#outer, #len, #inner, #x, out); }
+                    }
                 }
             }
+            OpKind::Transpose { perm } => {
+                let dims = &x_shape.dims;
+                let x = &read_args[0];
+                quote! { #k::transpose(&#k::Transpose { shape: &[#(#dims),*], perm: &[#(#perm),*] }, #x, out); }
+            }
+            OpKind::MatMul => {
+                let (a, b) = (self.graph.shape(op.args[0]), self.graph.shape(op.args[1]));
+                let r = y_shape.rank();
+                let batch = &y_shape.dims[..r - 2];
+                let (m, kk, n) = (a.dims[a.rank() - 2], a.dims[a.rank() - 1], b.dims[b.rank() - 1]);
+                let strides = |s: &Shape| batch_strides(&s.dims[..s.rank() - 2], batch, s.dims[s.rank() - 2] * s.dims[s.rank() - 1]);
+                let (sa, sb) = (strides(a), strides(b));
+                let (xa, xb) = (&read_args[0], &read_args[1]);
+                quote! {
+                    #k::matmul(&#k::MatMul { batch: &[#(#batch),*], a_strides: &[#(#sa),*], b_strides: &[#(#sb),*], m: #m, k: #kk, n: #n }, #xa, #xb, out, __k.gemm);
+                }
+            }
+            OpKind::Reduce { kind, axes, .. } => {
+                // Inference checked that the axes larger than 1 are one adjacent block.
+                let big: Vec<usize> = axes.iter().map(|&a| a as usize).filter(|&a| x_shape.dims[a] != 1).collect();
+                let (first, last) = match (big.first(), big.last()) {
+                    (Some(&f), Some(&l)) => (f, l),
+                    _ => (0, 0),
+                };
+                let (outer, len, inner): (usize, usize, usize) = if big.is_empty() {
+                    (x_shape.elements(), 1, 1)
+                } else {
+                    (
+                        x_shape.dims[..first].iter().product(),
+                        x_shape.dims[first..=last].iter().product(),
+                        x_shape.dims[last + 1..].iter().product(),
+                    )
+                };
+                let kind = match kind {
+                    crate::ir::ReduceKind::Sum => quote! { #k::Reduce::Sum },
+                    crate::ir::ReduceKind::Mean => quote! { #k::Reduce::Mean },
+                    crate::ir::ReduceKind::Max => quote! { #k::Reduce::Max },
+                };
+                let x = &read_args[0];
+                quote! { #k::reduce(#kind, #outer, #len, #inner, #x, out); }
+            }
+            OpKind::Math(m) => {
+                let m = format_ident!("{}", format!("{m:?}"));
+                if in_place.is_some() {
+                    quote! { #k::unary_math_inplace(#k::UnaryMath::#m, out); }
+                } else {
+                    let x = &read_args[0];
+                    quote! { #k::unary_math(#k::UnaryMath::#m, #x, out); }
+                }
+            }
+            OpKind::Constant(v) => {
+                let v = f32_lit(*v);
+                quote! { out[0] = #v; }
+            }
+            OpKind::Split { .. } => unreachable!("split is generated by `split`"),
             OpKind::Pad { pad, value } => {
                 let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
                 let [pt, pl, pb, pr] = pad;
@@ -562,6 +656,44 @@ impl Model<'_> {
         }
     }
 
+    /// `split`: one copy per result, each into its own arena region.
+    fn split(&self, op: &crate::ir::Op, axis: usize, sizes: &[usize]) -> TokenStream {
+        let k = quote! { ::kiln::__private::kernels };
+        let x_shape = self.graph.shape(op.args[0]);
+        let outer: usize = x_shape.dims[..axis].iter().product();
+        let inner: usize = x_shape.dims[axis + 1..].iter().product();
+        let total = x_shape.dims[axis] * inner;
+        let (reads, x) = match self.loc(op.args[0]) {
+            Loc::Input(n) => {
+                let id = format_ident!("__x{}", n);
+                (vec![], quote! { #id })
+            }
+            Loc::Arena(a0, a1) => (vec![quote! { #a0..#a1 }], quote! { r0 }),
+        };
+        let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
+        let mut writes = Vec::new();
+        let mut write_ids = Vec::new();
+        let mut copies = Vec::new();
+        let mut offset = 0usize;
+        for (j, (r, &size)) in op.results.iter().zip(sizes).enumerate() {
+            let Loc::Arena(o0, o1) = self.loc(*r) else {
+                unreachable!("split results live in the arena")
+            };
+            let id = format_ident!("out{}", j);
+            writes.push(quote! { #o0..#o1 });
+            let part = size * inner;
+            copies.push(quote! { #k::copy_from_axis(#outer, #part, #total, #offset, #x, #id); });
+            write_ids.push(id);
+            offset += part;
+        }
+        quote! {
+            {
+                let ([#(#read_ids),*], [#(#write_ids),*]) = ::kiln::__private::io(&mut *__arena, [#(#reads),*], [#(#writes),*]);
+                #(#copies)*
+            }
+        }
+    }
+
     fn bias(&self, i: usize, op: &crate::ir::Op, has_bias: bool) -> TokenStream {
         let given = has_bias
             .then(|| self.params.of_value(self.graph, op.args[2]))
@@ -574,6 +706,31 @@ impl Model<'_> {
             None => quote! { ::core::option::Option::None },
         }
     }
+}
+
+/// Element strides of each batch dimension of an operand with batch sizes `dims` (right-aligned
+/// with the output's `batch`), 0 where it is broadcast; `matrix` is one matrix's elements.
+fn batch_strides(dims: &[usize], batch: &[usize], matrix: usize) -> Vec<usize> {
+    let mut d = vec![1; batch.len() - dims.len()];
+    d.extend(dims);
+    let mut out = vec![0; batch.len()];
+    let mut acc = matrix;
+    for i in (0..batch.len()).rev() {
+        out[i] = if d[i] == 1 && batch[i] != 1 { 0 } else { acc };
+        acc *= d[i];
+    }
+    out
+}
+
+/// Element strides of an operand of sizes `dims` (same rank as `out`), 0 where broadcast.
+fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
+    let mut st = vec![0; out.len()];
+    let mut acc = 1;
+    for i in (0..out.len()).rev() {
+        st[i] = if dims[i] == 1 && out[i] != 1 { 0 } else { acc };
+        acc *= dims[i];
+    }
+    st
 }
 
 fn range(s: Slot) -> TokenStream {

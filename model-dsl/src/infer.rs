@@ -252,7 +252,107 @@ impl Infer<'_, '_> {
                 }
                 x.clone()
             }
-            OpKind::Unary(_) | OpKind::Softmax | OpKind::Copy => x.clone(),
+            OpKind::Unary(_) | OpKind::Copy | OpKind::Math(_) => x.clone(),
+            OpKind::Constant(_) => Shape::tensor(crate::ir::DType::F32, vec![]),
+            OpKind::Softmax { axis, .. } => {
+                let default = if x.kind == Kind::Tensor || x.rank() < 2 {
+                    -1
+                } else {
+                    1
+                };
+                *axis = Some(self.axis(axis.unwrap_or(default), x, name, decl)? as i64);
+                x.clone()
+            }
+            OpKind::Transpose { perm } => {
+                let mut seen = vec![false; x.rank()];
+                let ok = perm.len() == x.rank()
+                    && perm.iter().all(|&p| p < x.rank() && !std::mem::replace(&mut seen[p], true));
+                if !ok {
+                    self.error(
+                        decl,
+                        format!("transpose: {perm:?} is not a permutation of the {} axes of {x}", x.rank()),
+                    );
+                    return None;
+                }
+                let dims: Vec<usize> = perm.iter().map(|&p| x.dims[p]).collect();
+                let out = Shape::tensor(x.dtype, dims);
+                // A transpose that keeps the order of every axis larger than 1 moves no bytes:
+                // it is a reshape, an alias.
+                let moved: Vec<usize> = perm.iter().copied().filter(|&p| x.dims[p] != 1).collect();
+                if moved.windows(2).all(|w| w[0] < w[1]) {
+                    let dims = out.dims.iter().map(|&d| d as i64).collect();
+                    return Some((OpKind::Reshape(ReshapeTo::Dims(dims)), vec![out]));
+                }
+                out
+            }
+            OpKind::MatMul => {
+                let y = &args[1];
+                if x.rank() < 2 || y.rank() < 2 || x.dtype != y.dtype {
+                    self.error(op.loc, format!("matmul: {x} times {y}: both operands need the same dtype and at least 2 dimensions"));
+                    return None;
+                }
+                let (m, k) = (x.dims[x.rank() - 2], x.dims[x.rank() - 1]);
+                let (k2, n) = (y.dims[y.rank() - 2], y.dims[y.rank() - 1]);
+                if k != k2 {
+                    self.error(op.loc, format!("matmul: {x} times {y}: the inner sizes {k} and {k2} differ"));
+                    return None;
+                }
+                let bx = Shape::tensor(x.dtype, x.dims[..x.rank() - 2].to_vec());
+                let by = Shape::tensor(y.dtype, y.dims[..y.rank() - 2].to_vec());
+                let Some(batch) = broadcast(&bx, &by) else {
+                    self.error(op.loc, format!("matmul: {x} times {y}: the batch sizes do not broadcast"));
+                    return None;
+                };
+                let mut dims = batch.dims;
+                dims.extend([m, n]);
+                Shape::tensor(x.dtype, dims)
+            }
+            OpKind::Reduce { axes, keepdims, .. } => {
+                let mut norm = Vec::new();
+                for &a in axes.iter() {
+                    norm.push(self.axis(a, x, name, decl)?);
+                }
+                norm.sort_unstable();
+                norm.dedup();
+                // The kernel reduces one block of adjacent axes; axes of size 1 cost nothing.
+                let big: Vec<usize> = norm.iter().copied().filter(|&a| x.dims[a] != 1).collect();
+                if big.windows(2).any(|w| w[1] != w[0] + 1) {
+                    self.error(decl, format!("{name}: reducing {x} over the non-adjacent axes {big:?} is not supported yet; reduce one block of adjacent axes at a time"));
+                    return None;
+                }
+                let mut dims = Vec::new();
+                for (i, &d) in x.dims.iter().enumerate() {
+                    if !norm.contains(&i) {
+                        dims.push(d);
+                    } else if *keepdims {
+                        dims.push(1);
+                    }
+                }
+                *axes = norm.iter().map(|&a| a as i64).collect();
+                let kind = if *keepdims { x.kind } else { Kind::Tensor };
+                Shape::new(x.dtype, dims, kind)
+            }
+            OpKind::Split { axis, sizes } => {
+                let a = self.axis(*axis, x, name, decl)?;
+                *axis = a as i64;
+                let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
+                if total != Some(x.dims[a]) || sizes.contains(&0) {
+                    self.error(decl, format!("split: sizes {sizes:?} must each be at least 1 and add up to {}, the size of {x} along axis {a}", x.dims[a]));
+                    return None;
+                }
+                let outs: Vec<Shape> = sizes
+                    .iter()
+                    .map(|&s| {
+                        let mut o = x.clone();
+                        o.dims[a] = s;
+                        o
+                    })
+                    .collect();
+                for o in &outs {
+                    self.claim(op.loc, format_args!("split: the output {o}"), o)?;
+                }
+                return Some((kind, outs));
+            }
             OpKind::Binary(bop) => {
                 let y = &args[1];
                 let Some(shape) = broadcast(x, y) else {
@@ -292,31 +392,74 @@ impl Infer<'_, '_> {
                 self.rank4(x, name, op.loc)?;
                 Shape::fm(x.batch(), x.channels(), 1, 1)
             }
-            OpKind::Concat => {
+            OpKind::Concat { axis } => {
                 let first = x.clone();
-                let mut channels = Some(0usize);
+                let a = self.axis(*axis, x, name, decl)?;
+                *axis = a as i64;
+                let mut total = Some(0usize);
                 for (i, s) in args.iter().enumerate() {
-                    if s.rank() != first.rank()
-                        || s.kind != first.kind
-                        || s.batch() != first.batch()
-                        || s.spatial_dims() != first.spatial_dims()
-                    {
-                        self.error(op.arg_loc(i), format!("concat: input {} is {s} but input 1 is {first}; only the channel count may differ", i + 1));
+                    let same_elsewhere = s.rank() == first.rank()
+                        && s.dtype == first.dtype
+                        && (0..s.rank()).all(|d| d == a || s.dims[d] == first.dims[d]);
+                    if !same_elsewhere || (a == 1 && s.kind != first.kind) {
+                        let what = if a == 1 {
+                            "the channel count".to_string()
+                        } else {
+                            format!("the size along axis {a}")
+                        };
+                        self.error(op.arg_loc(i), format!("concat: input {} is {s} but input 1 is {first}; only {what} may differ", i + 1));
                         return None;
                     }
-                    channels = channels.and_then(|c| c.checked_add(s.channels()));
+                    total = total.and_then(|c| c.checked_add(s.dims[a]));
                 }
-                let Some(channels) = channels else {
-                    self.error(op.loc, format!("concat: the output is too large: its channel count overflows (at most {MAX_BYTES} bytes)"));
+                let Some(total) = total else {
+                    self.error(op.loc, format!("concat: the output is too large: its size overflows (at most {MAX_BYTES} bytes)"));
                     return None;
                 };
                 let mut out = first;
-                out.dims[1] = channels;
+                out.dims[a] = total;
                 out
             }
             OpKind::Reshape(ReshapeTo::Flatten) => {
                 // A view of the input's bytes: nothing new to count against `MAX_BYTES`.
                 return Some((kind, vec![Shape::vec(x.batch(), x.elements() / x.batch())]));
+            }
+            OpKind::Reshape(ReshapeTo::Dims(dims)) => {
+                let mut out = Vec::new();
+                let mut infer_at = None;
+                for (i, &d) in dims.iter().enumerate() {
+                    match d {
+                        0 if i < x.rank() => out.push(x.dims[i]),
+                        -1 if infer_at.is_none() => {
+                            infer_at = Some(i);
+                            out.push(1);
+                        }
+                        d if d > 0 => out.push(usize::try_from(d).unwrap_or(usize::MAX)),
+                        _ => {
+                            self.error(decl, format!("reshape: {dims:?} is not a valid shape for {x}: sizes are positive, `0` copies the input's size at that position, and one `-1` is inferred"));
+                            return None;
+                        }
+                    }
+                }
+                let known = out.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+                if let Some(i) = infer_at {
+                    match known {
+                        Some(k) if k > 0 && x.elements() % k == 0 => out[i] = x.elements() / k,
+                        _ => {
+                            self.error(decl, format!("reshape: {x} has {} elements, which {dims:?} cannot hold", x.elements()));
+                            return None;
+                        }
+                    }
+                }
+                let out = Shape::tensor(x.dtype, out);
+                if out.rank() > crate::ir::MAX_RANK || known.is_none() || out.elements() != x.elements() {
+                    self.error(
+                        decl,
+                        format!("reshape: {x} has {} elements but {dims:?} asks for {}", x.elements(), out.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")),
+                    );
+                    return None;
+                }
+                return Some((kind, vec![out]));
             }
             OpKind::Reshape(ReshapeTo::Type { ty, batch_given }) => {
                 let mut ty = ty.clone();
@@ -364,6 +507,17 @@ impl Infer<'_, '_> {
         };
         self.claim(op.loc, format_args!("{name}: the output {out}"), &out)?;
         Some((kind, vec![out]))
+    }
+
+    /// An axis of `x`, negative counting from the end, as an index.
+    fn axis(&mut self, axis: i64, x: &Shape, op: &str, at: Loc) -> Option<usize> {
+        let rank = x.rank() as i64;
+        let a = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&a) {
+            self.error(at, format!("{op}: axis {axis} is out of range for {x}, which has {}", plural(x.rank(), "dimension")));
+            return None;
+        }
+        Some(a as usize)
     }
 
     fn rank4(&mut self, x: &Shape, op: &str, at: Loc) -> Option<()> {

@@ -127,9 +127,11 @@ pub fn problem(g: &Graph) -> Planned {
 
 /// The arguments an op reads elementwise (the ones its result may overwrite): the data
 /// arguments, not the parameters.
-fn elementwise_args(op: &Op) -> &[ValueId] {
+/// (Broadcasting arithmetic above rank 4 runs the out-of-place `binary_nd` only.)
+fn elementwise_args<'a>(g: &Graph, op: &'a Op) -> &'a [ValueId] {
     match op.kind {
-        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Softmax => &op.args,
+        OpKind::Binary(_) if g.shape(op.result()).rank() > 4 => &[],
+        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Softmax { .. } | OpKind::Math(_) => &op.args,
         OpKind::BatchNorm { .. } => &op.args[..1],
         _ => &[],
     }
@@ -140,7 +142,7 @@ fn elementwise_args(op: &Op) -> &[ValueId] {
 fn reuse_candidates(g: &Graph, op: &Op, slot: &[Option<usize>]) -> Vec<usize> {
     let out = g.shape(op.result());
     let mut seen = Vec::new();
-    for a in elementwise_args(op) {
+    for a in elementwise_args(g, op) {
         let Some(s) = slot[a.index()] else { continue };
         // `add(x, x)` can't be in place: the kernel would need the same bytes as `&mut` and `&`.
         if g.shape(*a) == out

@@ -4,13 +4,16 @@
 //! ```text
 //! network  := attr* vis 'net' Ident '(' (Ident ':' type),* ')' '->' (type | '(' type,* ')') block
 //! block    := '{' stmt* expr '}'
-//! stmt     := 'weights' LitStr ';' | 'let' Ident '=' expr ';'
+//! stmt     := 'weights' LitStr ';' | 'let' (Ident | '(' Ident,* ')') '=' expr ';'
 //! expr     := atom ('.' Ident '(' args ')')*
 //! atom     := Ident '(' args ')' | Ident | '(' expr (',' expr)* ')'
 //! arg      := Ident ':' paramtype | Ident '=' value | value
-//! value    := expr | LitInt | LitFloat | '-' lit | '(' value,* ')' | type | LitStr
+//! value    := expr | LitInt | LitFloat | '-' lit | '(' value,* ')' | '[' ('-'? LitInt),* ']'
+//!           | type | LitStr
 //! type     := ('fm' | 'vec') '<' C 'x' dtype ('[' H ',' W ']')? (',' 'batch' '=' N)? '>'
+//!           | 'tensor' '<' dtype '[' (LitInt | Ident | '?'),* ']' '>'
 //! paramtype:= 'weights' '<' In '->' (KhxKwxdtype '->')? Out '>' | 'norm' '<' C 'x' dtype '>'
+//!           | 'tensor' '<' ... '>'
 //! ```
 //!
 //! The dlnn type notation tokenizes as Rust literals with suffixes: `3xf32` is the integer `3`
@@ -44,10 +47,12 @@ pub struct InputDecl {
     pub ty: TypeExpr,
 }
 
-/// `fm<3xf32[224,224]>` or `vec<10xf32>`, optionally `, batch = N`.
+/// `fm<3xf32[224,224]>` or `vec<10xf32>`, optionally `, batch = N`; or
+/// `tensor<f32[2, n, ?]>` (then `channels` is unused and `dims` holds the sizes).
 #[derive(Debug, Clone)]
 pub struct TypeExpr {
     pub kind: TypeKind,
+    pub dims: Vec<SizeExpr>,
     pub channels: Num,
     pub dtype: Dtype,
     pub spatial: Option<Vec<Num>>,
@@ -68,6 +73,15 @@ impl TypeExpr {
 pub enum TypeKind {
     Fm,
     Vec,
+    Tensor,
+}
+
+/// One size of a `tensor<...>` type: a number, a named symbol, or `?` (any size).
+#[derive(Debug, Clone)]
+pub enum SizeExpr {
+    Num(Num),
+    Sym(Ident),
+    Any(Span),
 }
 
 /// A number the user wrote, with the span of its token.
@@ -92,7 +106,8 @@ pub struct Body {
 #[derive(Debug)]
 pub enum Stmt {
     Weights(LitStr),
-    Let { name: Ident, value: Expr },
+    /// `let name = ...` (one name) or `let (a, b) = ...` (an op with several results).
+    Let { names: Vec<Ident>, value: Expr },
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +119,8 @@ pub enum Expr {
     },
     Name(Ident),
     Tuple(Vec<Expr>, Span),
+    /// `wq: tensor<f32[16,16]>` in argument position: a parameter tensor used as a value.
+    Param { name: ParamName, ty: TypeExpr },
 }
 
 #[derive(Debug, Clone)]
@@ -145,17 +162,21 @@ pub enum ParamType {
         span: Span,
         end: Span,
     },
+    /// `tensor<dtype[dims]>`: one tensor under the parameter's own name.
+    Tensor(TypeExpr),
 }
 
 impl ParamType {
     pub fn span(&self) -> Span {
         match self {
             ParamType::Weights { span, .. } | ParamType::Norm { span, .. } => *span,
+            ParamType::Tensor(t) => t.span,
         }
     }
     pub fn end(&self) -> Span {
         match self {
             ParamType::Weights { end, .. } | ParamType::Norm { end, .. } => *end,
+            ParamType::Tensor(t) => t.end,
         }
     }
 }
@@ -168,6 +189,8 @@ pub enum Value {
     Dims(Vec<Num>, Span),
     Float(f64, Span),
     Tuple(Vec<Value>, Span),
+    /// `[1, -1, 8]`: a list of whole numbers (axes, a permutation, sizes).
+    List(Vec<i64>, Span),
     Type(TypeExpr),
 }
 
@@ -176,7 +199,7 @@ impl Value {
         match self {
             Value::Expr(e) => e.span(),
             Value::Int(n) => n.span,
-            Value::Dims(_, s) | Value::Float(_, s) | Value::Tuple(_, s) => *s,
+            Value::Dims(_, s) | Value::Float(_, s) | Value::Tuple(_, s) | Value::List(_, s) => *s,
             Value::Type(t) => t.span,
         }
     }
@@ -188,6 +211,7 @@ impl Expr {
             Expr::Call { op, .. } => op.span(),
             Expr::Name(i) => i.span(),
             Expr::Tuple(_, s) => *s,
+            Expr::Param { name, .. } => name.span,
         }
     }
 }
@@ -253,11 +277,19 @@ impl Parse for Body {
             } else if input.peek(Token![let]) {
                 let let_token = input.parse::<Token![let]>()?;
                 last_let = Some(let_token.span);
-                let name = input.parse()?;
+                let names = if input.peek(syn::token::Paren) {
+                    let content;
+                    parenthesized!(content in input);
+                    Punctuated::<Ident, Token![,]>::parse_terminated(&content)?
+                        .into_iter()
+                        .collect()
+                } else {
+                    vec![input.parse()?]
+                };
                 input.parse::<Token![=]>()?;
                 let value = input.parse()?;
                 input.parse::<Token![;]>()?;
-                stmts.push(Stmt::Let { name, value });
+                stmts.push(Stmt::Let { names, value });
             } else {
                 break;
             }
@@ -382,9 +414,9 @@ impl Parse for Arg {
                 }
             };
             input.parse::<Token![:]>()?;
-            return Ok(Arg::Param {
-                name,
-                ty: input.parse()?,
+            return Ok(match input.parse()? {
+                ParamType::Tensor(ty) => Arg::Positional(Value::Expr(Expr::Param { name, ty })),
+                ty => Arg::Param { name, ty },
             });
         }
         if input.peek(Ident) && input.peek2(Token![=]) && !input.peek2(Token![==]) {
@@ -443,6 +475,27 @@ impl Parse for Value {
                 return Ok(Value::Tuple(items.into_iter().collect(), paren.span.join()));
             }
         }
+        if input.peek(syn::token::Bracket) {
+            let content;
+            let bracket = bracketed!(content in input);
+            let mut items = Vec::new();
+            while !content.is_empty() {
+                let negative = content.parse::<Option<Token![-]>>()?.is_some();
+                let lit: LitInt = content.parse().map_err(|e| {
+                    syn::Error::new(e.span(), "expected a list of whole numbers, like `[0, 2, 1]`")
+                })?;
+                if !lit.suffix().is_empty() {
+                    return Err(syn::Error::new(lit.span(), "expected a plain whole number"));
+                }
+                let n: i64 = lit.base10_parse()?;
+                items.push(if negative { -n } else { n });
+                if content.is_empty() {
+                    break;
+                }
+                content.parse::<Token![,]>()?;
+            }
+            return Ok(Value::List(items, bracket.span.join()));
+        }
         if (input.peek(Ident) && input.peek2(Token![<]))
             && (input.fork().parse::<TypeExpr>().is_ok())
         {
@@ -458,10 +511,11 @@ impl Parse for TypeExpr {
         let kind = match head.to_string().as_str() {
             "fm" => TypeKind::Fm,
             "vec" => TypeKind::Vec,
+            "tensor" => return parse_tensor_type(head, input),
             _ => {
                 return Err(syn::Error::new(
                     head.span(),
-                    format!("unknown type `{head}`: expected a feature map `fm<3xf32[224,224]>` or a vector `vec<10xf32>`"),
+                    format!("unknown type `{head}`: expected a feature map `fm<3xf32[224,224]>`, a vector `vec<10xf32>` or a tensor `tensor<f32[2,3]>`"),
                 ))
             }
         };
@@ -508,6 +562,7 @@ impl Parse for TypeExpr {
         let close = input.parse::<Token![>]>()?;
         Ok(TypeExpr {
             kind,
+            dims: Vec::new(),
             channels,
             dtype,
             spatial,
@@ -572,12 +627,64 @@ impl Parse for ParamType {
                     end: close.span,
                 })
             }
+            "tensor" => Ok(ParamType::Tensor(parse_tensor_type(head, input)?)),
             _ => Err(syn::Error::new(
                 head.span(),
-                format!("unknown parameter type `{head}`: expected `weights<In -> KhxKwxf32 -> Out>`, `weights<In -> Out>` or `norm<Cxf32>`"),
+                format!("unknown parameter type `{head}`: expected `weights<In -> KhxKwxf32 -> Out>`, `weights<In -> Out>`, `norm<Cxf32>` or `tensor<f32[...]>`"),
             )),
         }
     }
+}
+
+/// The rest of `tensor<dtype[d0, d1, ...]>` after `tensor`: each size a number, a symbol or `?`.
+fn parse_tensor_type(head: Ident, input: ParseStream) -> syn::Result<TypeExpr> {
+    input.parse::<Token![<]>()?;
+    let dtype: Ident = input
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), "expected a dtype, like `tensor<f32[2,3]>`"))?;
+    let content;
+    bracketed!(content in input);
+    let mut dims = Vec::new();
+    while !content.is_empty() {
+        if content.peek(Token![?]) {
+            let q = content.parse::<Token![?]>()?;
+            dims.push(SizeExpr::Any(q.span));
+        } else if content.peek(Ident) {
+            dims.push(SizeExpr::Sym(content.parse()?));
+        } else {
+            let lit: LitInt = content.parse().map_err(|e| {
+                syn::Error::new(e.span(), "expected a size: a number, a name or `?`")
+            })?;
+            if !lit.suffix().is_empty() {
+                return Err(syn::Error::new(lit.span(), "expected a plain size"));
+            }
+            dims.push(SizeExpr::Num(Num {
+                value: lit.base10_parse()?,
+                span: lit.span(),
+            }));
+        }
+        if content.is_empty() {
+            break;
+        }
+        content.parse::<Token![,]>()?;
+    }
+    let close = input.parse::<Token![>]>()?;
+    Ok(TypeExpr {
+        kind: TypeKind::Tensor,
+        dims,
+        channels: Num {
+            value: 0,
+            span: head.span(),
+        },
+        dtype: Dtype {
+            name: dtype.to_string(),
+            span: dtype.span(),
+        },
+        spatial: None,
+        batch: None,
+        span: head.span(),
+        end: close.span,
+    })
 }
 
 /// Splits a dlnn literal: `3x3xf32` -> ([3, 3], Some(f32)), `2x2` -> ([2, 2], None),

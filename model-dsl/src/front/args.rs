@@ -59,6 +59,11 @@ impl<'a> Args<'a> {
             .map(|(n, _)| n.span())
     }
 
+    /// The `i`th positional argument not yet taken, without taking it.
+    pub fn peek_positional(&self, i: usize) -> Option<&Value> {
+        self.positional.get(i).map(|(_, v)| v)
+    }
+
     pub fn take_positional(&mut self) -> Option<Value> {
         self.positional.pop_front().map(|(_, v)| v)
     }
@@ -128,6 +133,43 @@ impl<'a> Args<'a> {
                 cx.error(
                     other.span(),
                     format!("{}: `{name}` must be `true` or `false`", self.op),
+                );
+                None
+            }
+        }
+    }
+
+    /// A named whole number that may be negative (an axis).
+    pub fn int(&mut self, cx: &mut Builder, name: &str) -> Option<Option<i64>> {
+        match self.named(name) {
+            None => Some(None),
+            Some(Value::Int(n)) => Some(i64::try_from(n.value).ok()),
+            Some(Value::Float(f, _)) if f.fract() == 0.0 && *f < 0.0 && *f >= -1e9 => {
+                Some(Some(*f as i64))
+            }
+            Some(other) => {
+                cx.error(
+                    other.span(),
+                    format!("{}: `{name}` must be a whole number", self.op),
+                );
+                None
+            }
+        }
+    }
+
+    /// A named list of whole numbers, `[0, -1]`; a single number is a list of one.
+    pub fn list(&mut self, cx: &mut Builder, name: &str) -> Option<Option<Vec<i64>>> {
+        match self.named(name) {
+            None => Some(None),
+            Some(Value::List(items, _)) => Some(Some(items.clone())),
+            Some(Value::Int(n)) => Some(i64::try_from(n.value).ok().map(|n| vec![n])),
+            Some(Value::Float(f, _)) if f.fract() == 0.0 && *f < 0.0 && *f >= -1e9 => {
+                Some(Some(vec![*f as i64]))
+            }
+            Some(other) => {
+                cx.error(
+                    other.span(),
+                    format!("{}: `{name}` must be a list of whole numbers, like `[0, 2]`", self.op),
                 );
                 None
             }
@@ -218,6 +260,10 @@ fn allowed_named(op: &str) -> &'static [&'static str] {
         "max_pool" => &["stride", "pad"],
         "avg_pool" => &["stride", "pad", "count_include_pad"],
         "pad" => &["value"],
+        "concat" => &["axis"],
+        "softmax" | "log_softmax" => &["axis"],
+        "reduce_sum" | "reduce_mean" | "reduce_max" => &["axes", "keepdims"],
+        "split" => &["axis", "sizes"],
         _ => &[],
     }
 }

@@ -21,12 +21,12 @@ use syn::Ident;
 use super::args::{pads_of, Args};
 use crate::diag::{closest, plural, Diag, Errors, Loc};
 use crate::ir::{
-    Act, BinOp, DType, Dim, Graph, Input, Kind, OpKind, Output, PoolKind, Producer, ReshapeTo,
-    Shape, TensorType, ValueId,
+    Act, BinOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Producer,
+    ReduceKind, ReshapeTo, Shape, SymId, TensorType, ValueId, MAX_RANK,
 };
 use crate::syntax::{
-    error_range, Arg, Body, Dtype, Expr, NetworkDef, ParamName, ParamType, Stmt, TypeExpr,
-    TypeKind, Value,
+    error_range, Arg, Body, Dtype, Expr, NetworkDef, ParamName, ParamType, SizeExpr, Stmt,
+    TypeExpr, TypeKind, Value,
 };
 
 /// The operations the DSL knows, for "unknown operation" messages.
@@ -52,6 +52,22 @@ pub const OPS: &[&str] = &[
     "reshape",
     "softmax",
     "pad",
+    "log_softmax",
+    "transpose",
+    "matmul",
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "split",
+    "sqrt",
+    "exp",
+    "log",
+    "neg",
+    "abs",
+    "reciprocal",
+    "erf",
+    "softplus",
+    "softsign",
 ];
 
 /// The DSL's location table: each [`Loc`] is a token, or a range of tokens from the first to
@@ -186,15 +202,18 @@ impl Builder<'_> {
                     }
                     weights_file = Some(lit.clone());
                 }
-                Stmt::Let { name, value } => {
-                    let v = self.expr(value);
-                    if let Some(v) = v {
-                        let slot = &mut self.graph.values[v.index()].name;
-                        if slot.is_none() {
-                            *slot = Some(name.to_string());
+                Stmt::Let { names, value } => {
+                    let vs = self.exprs(value, names.len());
+                    for (i, name) in names.iter().enumerate() {
+                        let v = vs.as_ref().map(|vs| vs[i]);
+                        if let Some(v) = v {
+                            let slot = &mut self.graph.values[v.index()].name;
+                            if slot.is_none() {
+                                *slot = Some(name.to_string());
+                            }
                         }
+                        self.scope.insert(name.to_string(), v);
                     }
-                    self.scope.insert(name.to_string(), v);
                 }
             }
         }
@@ -271,6 +290,7 @@ impl Builder<'_> {
                 );
                 return None;
             }
+            (TypeKind::Tensor, _) => return self.tensor_type(ty, dtype),
         };
         if let Some(zero) = nums.iter().find(|n| n.value == 0) {
             self.error(zero.span, "sizes must be at least 1");
@@ -280,6 +300,44 @@ impl Builder<'_> {
             dtype,
             dims: dims.into_iter().map(Dim::Known).collect(),
             kind,
+        })
+    }
+
+    /// `tensor<dtype[sizes]>`; symbols are registered in the graph's symbol table.
+    fn tensor_type(&mut self, ty: &TypeExpr, dtype: DType) -> Option<TensorType> {
+        let mut dims = Vec::new();
+        for d in &ty.dims {
+            dims.push(match d {
+                SizeExpr::Num(n) if n.value == 0 => {
+                    self.error(n.span, "sizes must be at least 1");
+                    return None;
+                }
+                SizeExpr::Num(n) => Dim::Known(n.value),
+                SizeExpr::Sym(name) => {
+                    let name = name.to_string();
+                    let id = match self.graph.symbols.iter().position(|s| *s == name) {
+                        Some(i) => i,
+                        None => {
+                            self.graph.symbols.push(name);
+                            self.graph.symbols.len() - 1
+                        }
+                    };
+                    Dim::Sym(SymId(id as u32))
+                }
+                SizeExpr::Any(span) => {
+                    self.error(*span, "`?` sizes are not supported yet: give the size, or name it");
+                    return None;
+                }
+            });
+        }
+        if dims.len() > MAX_RANK {
+            self.error(ty.span, format!("a tensor may have at most {MAX_RANK} dimensions"));
+            return None;
+        }
+        Some(TensorType {
+            dtype,
+            dims,
+            kind: Kind::Tensor,
         })
     }
 
@@ -306,8 +364,40 @@ impl Builder<'_> {
         }
     }
 
+    /// An expression that gives `n` values (a `let (a, b) = split(...)`).
+    fn exprs(&mut self, expr: &Expr, n: usize) -> Option<Vec<ValueId>> {
+        let vs = match expr {
+            Expr::Call { op, args } => self.call(op, args)?,
+            other => vec![self.expr(other)?],
+        };
+        if vs.len() != n {
+            let what = if n == 1 {
+                "one name".to_string()
+            } else {
+                format!("{n} names")
+            };
+            self.error(
+                expr.span(),
+                format!(
+                    "this gives {} but the `let` binds {what}",
+                    plural(vs.len(), "value")
+                ),
+            );
+            return None;
+        }
+        Some(vs)
+    }
+
     fn expr(&mut self, expr: &Expr) -> Option<ValueId> {
         match expr {
+            Expr::Param { name, ty } => {
+                let t = self.declared_type(ty, None)?;
+                let Some(shape) = t.known() else {
+                    self.error(ty.span, "a parameter's sizes must be numbers");
+                    return None;
+                };
+                self.declare_param(name.key.clone(), name, ty.span, ty.end, shape)
+            }
             Expr::Name(name) => match self.scope.get(&name.to_string()) {
                 Some(v) => *v,
                 None => {
@@ -326,11 +416,25 @@ impl Builder<'_> {
                 );
                 None
             }
-            Expr::Call { op, args } => self.call(op, args),
+            Expr::Call { op, args } => {
+                let vs = self.call(op, args)?;
+                if vs.len() != 1 {
+                    self.error(
+                        op.span(),
+                        format!(
+                            "`{op}` gives {} here; bind them with `let ({}) = ...`",
+                            plural(vs.len(), "value"),
+                            (0..vs.len()).map(|i| format!("y{i}")).collect::<Vec<_>>().join(", ")
+                        ),
+                    );
+                    return None;
+                }
+                Some(vs[0])
+            }
         }
     }
 
-    fn call(&mut self, op: &Ident, args: &[Arg]) -> Option<ValueId> {
+    fn call(&mut self, op: &Ident, args: &[Arg]) -> Option<Vec<ValueId>> {
         let name = op.to_string();
         let span = op.span();
         if !OPS.contains(&name.as_str()) {
@@ -352,7 +456,11 @@ impl Builder<'_> {
             return None;
         }
         let mut a = Args::new(op, args);
-        let result = self.op(&name, span, &mut a);
+        let result = if name == "split" {
+            self.split(span, &mut a)
+        } else {
+            self.op(&name, span, &mut a).map(|v| vec![v])
+        };
         // An op that failed stopped reading its arguments; only misspelt names are worth
         // reporting then. An op with a misspelt argument fails too: it ran without it.
         let clean = a.finish(self, result.is_some());
@@ -427,7 +535,7 @@ impl Builder<'_> {
                 self.add_op(OpKind::Unary(act), vec![x], span, &[arg1], None)
             }
             "add" | "sub" | "mul" | "div" => {
-                let [x, y] = self.inputs::<2>(a, span)?;
+                let [x, y] = self.operands(a, span)?;
                 let op = match name {
                     "add" => BinOp::Add,
                     "sub" => BinOp::Sub,
@@ -476,8 +584,48 @@ impl Builder<'_> {
                     self.error(span, "concat: needs at least two inputs");
                     return None;
                 }
+                let axis = a.int(self, "axis")?.unwrap_or(1);
                 let spans = a.positional_spans().to_vec();
-                self.add_op(OpKind::Concat, xs, span, &spans, None)
+                self.add_op(OpKind::Concat { axis }, xs, span, &spans, None)
+            }
+            "transpose" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let Some(Value::List(perm, list_span)) = a.take_positional() else {
+                    self.error(span, "transpose: expected the permutation, like `transpose(x, [0, 2, 1])`");
+                    return None;
+                };
+                let decl = self.spans.at(list_span);
+                let Some(perm) = perm.iter().map(|&p| usize::try_from(p).ok()).collect::<Option<Vec<_>>>() else {
+                    self.errors.push(decl, "transpose: the permutation's entries must be axes 0, 1, ...");
+                    return None;
+                };
+                self.add_op(OpKind::Transpose { perm }, vec![x], span, &[arg1], Some(decl))
+            }
+            "matmul" => {
+                let [x, y] = self.inputs::<2>(a, span)?;
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::MatMul, vec![x, y], span, &spans, None)
+            }
+            "reduce_sum" | "reduce_mean" | "reduce_max" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let kind = match name {
+                    "reduce_sum" => ReduceKind::Sum,
+                    "reduce_mean" => ReduceKind::Mean,
+                    _ => ReduceKind::Max,
+                };
+                let decl = a.named_span("axes").map(|s| self.spans.at(s));
+                let Some(axes) = a.list(self, "axes")? else {
+                    self.error(span, format!("{name}: expected the axes, like `{name}(x, axes = [-1])`"));
+                    return None;
+                };
+                let keepdims = a.bool(self, "keepdims", true)?;
+                self.add_op(OpKind::Reduce { kind, axes, keepdims }, vec![x], span, &[arg1], decl)
+            }
+            "sqrt" | "exp" | "log" | "neg" | "abs" | "reciprocal" | "erf" | "softplus"
+            | "softsign" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let m = MathOp::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)?;
+                self.add_op(OpKind::Math(m), vec![x], span, &[arg1], None)
             }
             "flatten" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -487,6 +635,20 @@ impl Builder<'_> {
                     span,
                     &[arg1],
                     None,
+                )
+            }
+            "reshape" if matches!(a.peek_positional(1), Some(Value::List(..))) => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let Some(Value::List(dims, list_span)) = a.take_positional() else {
+                    return None;
+                };
+                let decl = self.spans.at(list_span);
+                self.add_op(
+                    OpKind::Reshape(ReshapeTo::Dims(dims)),
+                    vec![x],
+                    span,
+                    &[arg1],
+                    Some(decl),
                 )
             }
             "reshape" => {
@@ -511,9 +673,12 @@ impl Builder<'_> {
                     Some(decl),
                 )
             }
-            "softmax" => {
+            "softmax" | "log_softmax" => {
                 let x = self.inputs::<1>(a, span)?[0];
-                self.add_op(OpKind::Softmax, vec![x], span, &[arg1], None)
+                let decl = a.named_span("axis").map(|s| self.spans.at(s));
+                let axis = a.int(self, "axis")?;
+                let log = name == "log_softmax";
+                self.add_op(OpKind::Softmax { axis, log }, vec![x], span, &[arg1], decl)
             }
             "pad" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -685,6 +850,19 @@ impl Builder<'_> {
         shape: Vec<usize>,
     ) -> Option<ValueId> {
         let key = format!("{}.{part}", name.key);
+        let shape = Shape::tensor(DType::F32, shape);
+        self.declare_param(key, name, ty.span(), ty.end(), shape)
+    }
+
+    /// Declares the tensor `key` of `shape`; a key used twice is an error.
+    fn declare_param(
+        &mut self,
+        key: String,
+        name: &ParamName,
+        ty_start: Span,
+        ty_end: Span,
+        shape: Shape,
+    ) -> Option<ValueId> {
         if self.param_keys.insert(key.clone(), name.span).is_some() {
             self.error(
                 name.span,
@@ -696,9 +874,63 @@ impl Builder<'_> {
             return None;
         }
         let name_loc = self.spans.at(name.span);
-        let ty_loc = self.spans.range(ty.span(), ty.end());
-        let shape = Shape::tensor(DType::F32, shape);
+        let ty_loc = self.spans.range(ty_start, ty_end);
         Some(self.graph.add_param(key, shape, name_loc, ty_loc))
+    }
+
+    /// `split(x, axis = 1, sizes = [8, 8])`: several results.
+    fn split(&mut self, span: Span, a: &mut Args) -> Option<Vec<ValueId>> {
+        let arg1 = a.positional_spans().first().copied().unwrap_or(span);
+        let x = self.inputs::<1>(a, span)?[0];
+        let axis = a.int(self, "axis")?.unwrap_or(0);
+        let decl = a.named_span("sizes").map(|s| self.spans.at(s));
+        let Some(sizes) = a.list(self, "sizes")? else {
+            self.error(span, "split: expected the sizes, like `split(x, axis = 1, sizes = [8, 8])`");
+            return None;
+        };
+        let Some(sizes) = sizes.iter().map(|&s| usize::try_from(s).ok()).collect::<Option<Vec<_>>>() else {
+            self.error(span, "split: sizes must not be negative");
+            return None;
+        };
+        if sizes.is_empty() {
+            self.error(span, "split: needs at least one size");
+            return None;
+        }
+        let loc = self.spans.at(span);
+        let arg_loc = self.spans.at(arg1);
+        let n = sizes.len();
+        Some(self.graph.add_op(OpKind::Split { axis, sizes }, vec![x], n, loc, vec![arg_loc], decl))
+    }
+
+    /// The two operands of arithmetic: tensors, or numbers (which become scalar constants).
+    fn operands(&mut self, a: &mut Args, span: Span) -> Option<[ValueId; 2]> {
+        let mut out = Vec::new();
+        let mut poisoned = false;
+        for i in 0..2 {
+            match a.take_positional() {
+                Some(Value::Expr(e)) => match self.expr(&e) {
+                    Some(v) => out.push(v),
+                    None => poisoned = true,
+                },
+                Some(Value::Float(f, s)) => out.push(self.add_op(OpKind::Constant(f as f32), vec![], s, &[], None)?),
+                Some(Value::Int(n)) => out.push(self.add_op(OpKind::Constant(n.value as f32), vec![], n.span, &[], None)?),
+                Some(other) => {
+                    self.error(
+                        other.span(),
+                        format!("{}: argument {} must be a tensor or a number", a.op, i + 1),
+                    );
+                    poisoned = true;
+                }
+                None => {
+                    self.error(span, format!("{}: missing input {} of 2", a.op, i + 1));
+                    return None;
+                }
+            }
+        }
+        if poisoned {
+            return None;
+        }
+        out.try_into().ok()
     }
 
     fn inputs<const N: usize>(&mut self, a: &mut Args, span: Span) -> Option<[ValueId; N]> {

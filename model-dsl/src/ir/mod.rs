@@ -18,7 +18,7 @@ pub mod print;
 pub mod types;
 pub mod verify;
 
-pub use types::{DType, Dim, Kind, Shape, SymId, TensorType};
+pub use types::{DType, Dim, Kind, Shape, SymId, TensorType, MAX_RANK};
 
 use crate::diag::Loc;
 
@@ -81,6 +81,48 @@ impl Padding {
     }
 }
 
+/// Reductions over axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKind {
+    Sum,
+    Mean,
+    Max,
+}
+
+/// Elementwise math without a fused-epilogue form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MathOp {
+    Sqrt,
+    Exp,
+    Log,
+    Neg,
+    Abs,
+    Reciprocal,
+    Erf,
+    Softplus,
+    Softsign,
+}
+
+impl MathOp {
+    pub const ALL: [(&'static str, MathOp); 9] = [
+        ("sqrt", MathOp::Sqrt),
+        ("exp", MathOp::Exp),
+        ("log", MathOp::Log),
+        ("neg", MathOp::Neg),
+        ("abs", MathOp::Abs),
+        ("reciprocal", MathOp::Reciprocal),
+        ("erf", MathOp::Erf),
+        ("softplus", MathOp::Softplus),
+        ("softsign", MathOp::Softsign),
+    ];
+    pub fn name(self) -> &'static str {
+        MathOp::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("math", |(n, _)| n)
+    }
+}
+
 /// What `reshape` turns its input into.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReshapeTo {
@@ -88,6 +130,9 @@ pub enum ReshapeTo {
     Flatten,
     /// A declared type; `batch_given` is false when the user left the batch to the input's.
     Type { ty: TensorType, batch_given: bool },
+    /// ONNX `Reshape` sizes: `0` copies the input's size at that position, one `-1` is
+    /// inferred from the element count.
+    Dims(Vec<i64>),
 }
 
 /// Operations. Parameters are values: a conv's weights are its second argument.
@@ -128,12 +173,38 @@ pub enum OpKind {
         count_include_pad: bool,
     },
     GlobalAvgPool,
-    /// Along the channels.
-    Concat,
+    /// Along `axis` (negative counts from the end; inference makes it non-negative).
+    Concat {
+        axis: i64,
+    },
     /// The same bytes under another shape (an alias, no kernel).
     Reshape(ReshapeTo),
-    /// Over the channels.
-    Softmax,
+    /// Softmax (or log-softmax) along `axis`; `None` means the channels of a feature map or
+    /// vector and the last axis of a tensor. Inference resolves it.
+    Softmax {
+        axis: Option<i64>,
+        log: bool,
+    },
+    /// ONNX `Transpose`.
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// Numpy `matmul`: batched, with broadcasting batch dimensions.
+    MatMul,
+    /// Over `axes` (inference sorts them and makes them non-negative).
+    Reduce {
+        kind: ReduceKind,
+        axes: Vec<i64>,
+        keepdims: bool,
+    },
+    Math(MathOp),
+    /// A scalar constant (rank 0), for arithmetic with numbers: `add(x, 1e-5)`.
+    Constant(f32),
+    /// Into `sizes.len()` results along `axis`.
+    Split {
+        axis: i64,
+        sizes: Vec<usize>,
+    },
     Pad {
         pad: [usize; 4],
         value: f32,
@@ -162,10 +233,28 @@ impl OpKind {
                 ..
             } => "avg_pool",
             OpKind::GlobalAvgPool => "global_avg_pool",
-            OpKind::Concat => "concat",
+            OpKind::Concat { .. } => "concat",
             OpKind::Reshape(ReshapeTo::Flatten) => "flatten",
             OpKind::Reshape(_) => "reshape",
-            OpKind::Softmax => "softmax",
+            OpKind::Softmax { log: false, .. } => "softmax",
+            OpKind::Softmax { log: true, .. } => "log_softmax",
+            OpKind::Transpose { .. } => "transpose",
+            OpKind::MatMul => "matmul",
+            OpKind::Reduce {
+                kind: ReduceKind::Sum,
+                ..
+            } => "reduce_sum",
+            OpKind::Reduce {
+                kind: ReduceKind::Mean,
+                ..
+            } => "reduce_mean",
+            OpKind::Reduce {
+                kind: ReduceKind::Max,
+                ..
+            } => "reduce_max",
+            OpKind::Math(m) => m.name(),
+            OpKind::Constant(_) => "constant",
+            OpKind::Split { .. } => "split",
             OpKind::Pad { .. } => "pad",
             OpKind::Copy => "copy",
         }
@@ -184,15 +273,20 @@ impl OpKind {
                 2 + usize::from(*has_bias) + stats(bn)
             }
             OpKind::BatchNorm { .. } => 5,
-            OpKind::Binary(_) => 2,
-            OpKind::Concat => return (None, 1),
+            OpKind::Binary(_) | OpKind::MatMul => 2,
+            OpKind::Concat { .. } => return (None, 1),
+            OpKind::Constant(_) => 0,
+            OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),
             OpKind::Unary(_)
             | OpKind::Pool { .. }
             | OpKind::GlobalAvgPool
             | OpKind::Reshape(_)
-            | OpKind::Softmax
+            | OpKind::Softmax { .. }
             | OpKind::Pad { .. }
-            | OpKind::Copy => 1,
+            | OpKind::Copy
+            | OpKind::Transpose { .. }
+            | OpKind::Reduce { .. }
+            | OpKind::Math(_) => 1,
         };
         (Some(n), 1)
     }

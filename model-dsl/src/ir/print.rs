@@ -164,11 +164,28 @@ impl fmt::Display for Attrs<'_> {
                 items.push(format!("pad={},{},{},{}", p[0], p[1], p[2], p[3]));
                 items.push(format!("value={value:?}"));
             }
+            OpKind::Reshape(ReshapeTo::Dims(d)) => items.push(format!("to={d:?}")),
+            OpKind::Concat { axis } => items.push(format!("axis={axis}")),
+            OpKind::Softmax { axis, .. } => {
+                if let Some(a) = axis {
+                    items.push(format!("axis={a}"));
+                }
+            }
+            OpKind::Transpose { perm } => items.push(format!("perm={perm:?}")),
+            OpKind::Reduce { axes, keepdims, .. } => {
+                items.push(format!("axes={axes:?}"));
+                items.push(format!("keepdims={keepdims}"));
+            }
+            OpKind::Constant(v) => items.push(format!("value={v:?}")),
+            OpKind::Split { axis, sizes } => {
+                items.push(format!("axis={axis}"));
+                items.push(format!("sizes={sizes:?}"));
+            }
             OpKind::Binary(_)
             | OpKind::GlobalAvgPool
-            | OpKind::Concat
             | OpKind::Reshape(ReshapeTo::Flatten)
-            | OpKind::Softmax
+            | OpKind::MatMul
+            | OpKind::Math(_)
             | OpKind::Copy => {}
         }
         if items.is_empty() {

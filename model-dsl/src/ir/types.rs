@@ -9,6 +9,9 @@
 
 use std::fmt;
 
+/// The most dimensions a tensor may have.
+pub const MAX_RANK: usize = 8;
+
 /// Element types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {

@@ -35,7 +35,8 @@ pub fn verify(g: &Graph) -> Result<(), String> {
     for (i, op) in g.ops.iter().enumerate() {
         let name = op.kind.name();
         let (args, results) = op.kind.arity();
-        if args.is_some_and(|a| a != op.args.len()) || op.args.is_empty() {
+        let variadic_empty = args.is_none() && op.args.is_empty();
+        if args.is_some_and(|a| a != op.args.len()) || variadic_empty {
             return Err(format!(
                 "op {i} ({name}): {} arguments, expected {args:?}",
                 op.args.len()
