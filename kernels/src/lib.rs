@@ -33,6 +33,7 @@
 extern crate std;
 
 pub mod arch;
+mod dtype;
 pub mod math;
 mod params;
 mod table;
@@ -41,9 +42,16 @@ mod table;
 mod testutil;
 
 pub use arch::portable::{
-    avg_pool2d, batch_norm_scale_shift, binary, binary_inplace, conv2d, copy_into_channels, dense,
-    fold_batch_norm, gemm, global_avg_pool, max_pool2d, pad2d, scale_shift, scale_shift_inplace,
-    softmax, softmax_inplace, unary, unary_inplace,
+    avg_pool2d, avg_pool3d, batch_norm_scale_shift, binary, binary_inplace, binary_nd, cast,
+    cast_to_bool, compare_nd, conv2d, conv3d, copy_from_axis, copy_into_axis, copy_into_channels,
+    dense, expand, fold_batch_norm, gather, gemm, global_avg_pool, log_softmax,
+    log_softmax_inplace, matmul, matmul_f64, max_pool2d, max_pool3d, nonzero, nonzero_count, pad2d,
+    pad_nd, range, reduce, scale_shift, scale_shift_inplace, slice, softmax, softmax_inplace,
+    transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd, GemmFn,
 };
-pub use params::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};
+pub use dtype::{Element, GatherIndex, Num};
+pub use params::{
+    Activation, BinaryNd, BinaryOp, Broadcast, CompareOp, Conv2d, Conv3d, Expand, GatherError,
+    MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath, WhereNd,
+};
 pub use table::{best, detect, for_isa, Isa, Kernels, PORTABLE};

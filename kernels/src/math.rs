@@ -18,6 +18,17 @@
 //! * `sigmoid` uses `e^-|x|` (never overflows) and picks `1/(1+e)` or `e/(1+e)` by sign.
 //! * `sqrt`: Newton's iteration in `f64` from a bit-level initial guess, rounded once to `f32`;
 //!   that is bit-identical to IEEE `sqrt` (see the argument in [`sqrtf`]).
+//! * `ln`: split `x = m 2^e` with `m` in `[√½, √2)`, then `ln m = 2 atanh(s)` with
+//!   `s = (m - 1) / (m + 1)`, `|s| <= 0.172`, whose odd series in `s` converges by a factor
+//!   `s² < 0.03` per term (13 terms reach 1e-19); `e ln 2` uses the same two-part `ln 2`.
+//!   Everything in `f64`, rounded once to `f32`.
+//! * `erf`: in `f64`, the Maclaurin series `2/√π Σ (-1)^n x^(2n+1) / (n! (2n+1))` below 2 (at
+//!   most ~35 terms; the largest term is ~10, so cancellation costs one digit of `f64`), and
+//!   `1 - erfc(x)` above, with `erfc` from its continued fraction
+//!   `e^-x² / √π · 1 / (x + ½ / (x + 1 / (x + 3/2 / (x + …))))` evaluated bottom-up to a fixed
+//!   depth of 48 (relative error below 1e-15 for `x >= 2`). Past 6, `erf` is ±1 in `f32`. This
+//!   is a reference: slower than a rational approximation (musl's `erff`), but accurate to an
+//!   `f32` rounding, so SIMD versions can be tested against it.
 
 /// `ln 2` split so that `k * LN2_HI` is exact for the small `k` we use: the high part has its
 /// low 21 mantissa bits zero (fdlibm's `ln2_hi`/`ln2_lo`, given as bits to be exact).
@@ -182,6 +193,161 @@ pub fn sqrtf(x: f32) -> f32 {
     y as f32
 }
 
+/// `1 / (2j + 1)` for the `atanh` series of [`ln_f64`].
+const ODD_INV: [f64; 13] = {
+    let mut t = [0.0; 13];
+    let mut j = 0;
+    while j < 13 {
+        t[j] = 1.0 / (2 * j + 1) as f64;
+        j += 1;
+    }
+    t
+};
+
+/// `ln x` for a positive, finite, normal `f64` (every positive `f32` is one).
+#[inline]
+pub(crate) fn ln_f64(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    // The mantissa with a zero exponent: m in [1, 2).
+    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    if m > core::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    // m - 1 is exact (Sterbenz), so s carries only the rounding of one add and one divide.
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    let mut p = 0.0;
+    let mut j = ODD_INV.len();
+    while j > 0 {
+        j -= 1;
+        p = p * s2 + ODD_INV[j];
+    }
+    let ef = e as f64;
+    ef * LN2_HI + (ef * LN2_LO + 2.0 * s * p)
+}
+
+/// Natural logarithm for `f32`, correctly rounded in practice: `-inf` at ±0, NaN below zero,
+/// `+inf` at `+inf`.
+#[inline]
+pub fn logf(x: f32) -> f32 {
+    if x.is_nan() || x < 0.0 {
+        return f32::NAN;
+    }
+    if x == 0.0 {
+        return f32::NEG_INFINITY;
+    }
+    if x == f32::INFINITY {
+        return x;
+    }
+    ln_f64(f64::from(x)) as f32
+}
+
+/// `ln(1 + t)` for `0 <= t <= 1`, with full relative accuracy for tiny `t`.
+#[inline]
+pub(crate) fn ln1p_f64(t: f64) -> f64 {
+    if t < 1e-6 {
+        // The next term, t^4 / 4, is below 1e-18 relative to t.
+        t * (1.0 - t * (0.5 - t / 3.0))
+    } else {
+        ln_f64(1.0 + t)
+    }
+}
+
+/// `e^x` in `f64` for any `x` (clamped into the range [`exp_f64`] handles: beyond ±700 the
+/// `f32` callers' results have long saturated).
+#[inline]
+pub(crate) fn exp_f64_clamped(x: f64) -> f64 {
+    exp_f64(x.clamp(-700.0, 700.0))
+}
+
+/// `e^x - 1` in `f64` for `x <= 0` (used by ELU/SELU), accurate near zero.
+#[inline]
+pub(crate) fn expm1_neg_f64(x: f64) -> f64 {
+    if x < -50.0 {
+        -1.0
+    } else {
+        expm1_f64(x)
+    }
+}
+
+/// The threshold between the series and the continued fraction in [`erf_f64`].
+const ERF_SPLIT: f64 = 2.0;
+
+/// `erf(x)` for `0 <= x < ERF_SPLIT` by its Maclaurin series.
+fn erf_series(x: f64) -> f64 {
+    let x2 = x * x;
+    let mut term = x;
+    let mut sum = x;
+    let mut n = 1.0;
+    // The terms fall below 1e-17 of the sum within 35 steps for x < 2.
+    while n < 40.0 {
+        term *= -x2 / n;
+        let t = term / (2.0 * n + 1.0);
+        sum += t;
+        if t.abs() < 1e-17 * sum.abs() {
+            break;
+        }
+        n += 1.0;
+    }
+    sum * core::f64::consts::FRAC_2_SQRT_PI
+}
+
+/// `erfc(x)` for `x >= ERF_SPLIT` by its continued fraction, depth 48.
+fn erfc_fraction(x: f64) -> f64 {
+    let mut f = x;
+    let mut k = 48.0;
+    while k > 0.0 {
+        f = x + 0.5 * k / f;
+        k -= 1.0;
+    }
+    // 1/√π = (2/√π) / 2.
+    exp_f64_clamped(-x * x) * (0.5 * core::f64::consts::FRAC_2_SQRT_PI) / f
+}
+
+/// `erf(x)` in `f64`, accurate to about 1e-15 (relative near 0, absolute elsewhere).
+pub(crate) fn erf_f64(x: f64) -> f64 {
+    let a = x.abs();
+    let r = if a < ERF_SPLIT {
+        erf_series(a)
+    } else if a < 6.0 {
+        1.0 - erfc_fraction(a)
+    } else {
+        1.0
+    };
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}
+
+/// `erfc(x)` in `f64` for `x >= 0`, with full relative accuracy in the tail.
+pub(crate) fn erfc_pos_f64(x: f64) -> f64 {
+    if x < ERF_SPLIT {
+        1.0 - erf_series(x)
+    } else {
+        erfc_fraction(x)
+    }
+}
+
+/// The error function for `f32`, within an `f32` rounding of the true value (the `f64`
+/// evaluation is good to about 1e-15). `erf(±inf) = ±1`, NaN stays NaN.
+#[inline]
+pub fn erff(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    let r = erf_f64(f64::from(x)) as f32;
+    // Keep the sign of -0.0 (the series returns x itself for tiny x, so it already does).
+    if x == 0.0 {
+        x
+    } else {
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -280,6 +446,95 @@ mod tests {
         assert_eq!(tanhf(0.0).to_bits(), 0.0f32.to_bits());
         assert_eq!(tanhf(-0.0).to_bits(), (-0.0f32).to_bits());
         assert!(tanhf(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn logf_matches_std_within_an_ulp() {
+        let mut rng = XorShift::new(5);
+        for _ in 0..1_000_000 {
+            // Random bit patterns of positive finite floats, subnormals included.
+            let x = f32::from_bits(rng.next_u32() % 0x7f80_0000);
+            if x == 0.0 {
+                continue;
+            }
+            let want = f64::from(x).ln();
+            let got = f64::from(logf(x));
+            // Correctly rounded means within half an ulp of the f64 value; allow one ulp.
+            let ulp =
+                f64::from(f32::from_bits((want as f32).abs().to_bits() + 1) - (want as f32).abs());
+            assert!(
+                (got - want).abs() <= ulp.max(f64::from(f32::MIN_POSITIVE)),
+                "logf({x:e}) = {got} want {want}"
+            );
+        }
+        sweep(0.5, 2.0, |x| {
+            let want = f64::from(x).ln();
+            let e = (f64::from(logf(x)) - want).abs();
+            assert!(
+                e <= 6e-8 * want.abs().max(1e-30) + 1e-45,
+                "logf({x}) = {} want {want}",
+                logf(x)
+            );
+        });
+        assert_eq!(logf(1.0), 0.0);
+        // ln(e as f32) = 1 - 3.04e-8 rounds down to 1 - 2^-24 (std's logf says 1.0).
+        assert_eq!(logf(core::f32::consts::E), 1.0 - f32::EPSILON / 2.0);
+        assert_eq!(logf(0.0), f32::NEG_INFINITY);
+        assert_eq!(logf(-0.0), f32::NEG_INFINITY);
+        assert_eq!(logf(f32::INFINITY), f32::INFINITY);
+        assert!(logf(-1.0).is_nan());
+        assert!(logf(f32::NAN).is_nan());
+        assert!(logf(f32::NEG_INFINITY).is_nan());
+        assert_eq!(logf(f32::MAX), f64::from(f32::MAX).ln() as f32);
+        assert_eq!(logf(1e-45), f64::from(1e-45f32).ln() as f32);
+    }
+
+    /// `erf` independently: Simpson's rule on `2/√π e^(-t²)` over `[0, x]` with many panels
+    /// (error below 1e-11 up to x = 7), in f64.
+    fn erf_reference(x: f64) -> f64 {
+        let n = 4000;
+        let h = x / n as f64;
+        let f = |t: f64| (-t * t).exp();
+        let mut s = f(0.0) + f(x);
+        for i in 1..n {
+            s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+        }
+        s * h / 3.0 * core::f64::consts::FRAC_2_SQRT_PI
+    }
+
+    #[test]
+    fn erff_matches_a_quadrature_reference() {
+        let mut rng = XorShift::new(9);
+        for i in 0..20_000 {
+            let x = if i < 10_000 {
+                rng.uniform(-7.0, 7.0)
+            } else {
+                rng.uniform(-1.0, 1.0) * 10f32.powi(-(rng.below(30) as i32))
+            };
+            let want = erf_reference(f64::from(x));
+            let got = f64::from(erff(x));
+            // Absolute 1e-7 everywhere, and relative 1.2e-7 (about an ulp) near zero.
+            assert!(
+                (got - want).abs() <= 1e-7f64.min(1.2e-7 * want.abs()).max(6e-8 * want.abs()),
+                "erff({x:e}) = {got:e} want {want:e}"
+            );
+        }
+        // Also the f64 kernel itself, on both sides of the series / fraction split.
+        for i in 0..=600 {
+            let x = i as f64 * 0.01;
+            let want = erf_reference(x);
+            assert!((erf_f64(x) - want).abs() < 1e-11, "erf_f64({x})");
+            assert!(
+                (erfc_pos_f64(x) - (1.0 - want)).abs() < 1e-11,
+                "erfc_pos_f64({x})"
+            );
+        }
+        assert_eq!(erff(0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(erff(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(erff(f32::INFINITY), 1.0);
+        assert_eq!(erff(f32::NEG_INFINITY), -1.0);
+        assert_eq!(erff(10.0), 1.0);
+        assert!(erff(f32::NAN).is_nan());
     }
 
     #[test]

@@ -354,6 +354,306 @@ pub struct Pool2d {
     pub count_include_pad: bool,
 }
 
+/// A transpose (ONNX `Transpose`): output axis `i` is input axis `perm[i]`, so the output has
+/// dims `shape[perm[i]]`. Rank 0 to 8; `perm` is a permutation of `0..shape.len()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transpose<'a> {
+    /// Input dims.
+    pub shape: &'a [usize],
+    /// The permutation.
+    pub perm: &'a [usize],
+}
+
+/// A strided slice (ONNX `Slice` after the compiler resolved clamping and negative starts):
+/// output element `j` along axis `a` is input element `starts[a] + j * steps[a]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice<'a> {
+    /// Input dims.
+    pub shape: &'a [usize],
+    /// First input index per axis (in range whenever `out[a] > 0`).
+    pub starts: &'a [usize],
+    /// Step per axis; never 0, negative to walk backwards.
+    pub steps: &'a [isize],
+    /// Output dims.
+    pub out: &'a [usize],
+}
+
+/// A broadcast copy (ONNX `Expand`): output element `i` is input element
+/// `sum(i[a] * strides[a])`, with stride 0 along broadcast axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expand<'a> {
+    /// Output dims.
+    pub out: &'a [usize],
+    /// Input element strides per output axis (0 where broadcast).
+    pub strides: &'a [usize],
+}
+
+/// How [`pad_nd`](crate::pad_nd) fills the border (ONNX `Pad` modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// The given constant.
+    Constant,
+    /// Mirror without repeating the edge: `[1, 2, 3]` padded by 2 reads `3 2 | 1 2 3 | 2 1`.
+    /// Requires `before[a] < shape[a]` and `after[a] < shape[a]` (the compiler checks).
+    Reflect,
+    /// Repeat the edge element. Requires `shape[a] > 0` wherever a pad is nonzero.
+    Edge,
+}
+
+/// N-D padding: the output has dims `before[a] + shape[a] + after[a]` with the input at offset
+/// `before`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PadNd<'a> {
+    /// Input dims.
+    pub shape: &'a [usize],
+    /// Elements added before each axis.
+    pub before: &'a [usize],
+    /// Elements added after each axis.
+    pub after: &'a [usize],
+    /// The fill rule.
+    pub mode: PadMode,
+}
+
+/// A gather index outside `[-len, len)`: [`gather`](crate::gather)'s only failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherError {
+    /// Position of the offending index in the flattened indices.
+    pub position: usize,
+    /// The index.
+    pub index: i64,
+    /// The length of the gathered axis.
+    pub len: usize,
+}
+
+impl core::fmt::Display for GatherError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "gather: index {} (at position {}) is out of range for an axis of length {}",
+            self.index, self.position, self.len
+        )
+    }
+}
+
+/// A reduction over one (merged) axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    /// Sum; 0 over an empty axis.
+    Sum,
+    /// Sum divided by the length (integers: truncated); NaN (floats) or 0 (ints) when empty.
+    Mean,
+    /// Maximum, NaN propagating; `-inf` (or the type's minimum) when empty.
+    Max,
+    /// Minimum, NaN propagating; `+inf` (or the type's maximum) when empty.
+    Min,
+    /// Product; 1 over an empty axis.
+    Prod,
+}
+
+/// An element-wise `f32` function (ONNX math ops that are not fused activations).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryMath {
+    /// Square root (NaN below 0).
+    Sqrt,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm (`-inf` at 0, NaN below 0).
+    Log,
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// `1 / x`.
+    Reciprocal,
+    /// The error function.
+    Erf,
+    /// `ln(1 + e^x)`, without overflow.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x` for `x > 0`, `alpha (e^x - 1)` otherwise.
+    Elu {
+        /// Scale of the negative part (ONNX default 1).
+        alpha: f32,
+    },
+    /// `gamma x` for `x > 0`, `gamma alpha (e^x - 1)` otherwise; ONNX's defaults are
+    /// [`UnaryMath::SELU_ALPHA`] and [`UnaryMath::SELU_GAMMA`].
+    Selu {
+        /// Scale of the negative part.
+        alpha: f32,
+        /// Overall scale.
+        gamma: f32,
+    },
+    /// `x Φ(x) = x (1 + erf(x / √2)) / 2` (ONNX `Gelu`, `approximate = "none"`).
+    Gelu,
+    /// `x (1 + tanh(√(2/π) (x + 0.044715 x³))) / 2` (ONNX `Gelu`, `approximate = "tanh"`).
+    GeluTanh,
+}
+
+impl UnaryMath {
+    /// ONNX `Selu`'s default `alpha`.
+    pub const SELU_ALPHA: f32 = 1.673_263_2;
+    /// ONNX `Selu`'s default `gamma`.
+    pub const SELU_GAMMA: f32 = 1.050_701;
+}
+
+/// An element-wise comparison producing a `bool` stored as `u8` 0/1. Any comparison with NaN
+/// is false (IEEE), as in ONNX Runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareOp {
+    /// `a == b`.
+    Eq,
+    /// `a < b`.
+    Less,
+    /// `a > b`.
+    Greater,
+    /// `a <= b`.
+    LessEq,
+    /// `a >= b`.
+    GreaterEq,
+}
+
+/// Broadcasting of two operands to a contiguous output of any rank (0 to 8): output element
+/// `i` reads `a[sum(i[d] * a_strides[d])]` and `b[sum(i[d] * b_strides[d])]`. The caller pads
+/// the operands' shapes on the left and puts 0 where an operand is broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinaryNd<'a> {
+    /// Output dims.
+    pub out: &'a [usize],
+    /// Element strides of `a` per output axis.
+    pub a_strides: &'a [usize],
+    /// Element strides of `b` per output axis.
+    pub b_strides: &'a [usize],
+}
+
+/// Broadcasting of ONNX `Where`'s three operands (condition, then, else) to a contiguous
+/// output; strides as in [`BinaryNd`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WhereNd<'a> {
+    /// Output dims.
+    pub out: &'a [usize],
+    /// Element strides of the condition per output axis.
+    pub cond_strides: &'a [usize],
+    /// Element strides of the value taken where the condition is nonzero.
+    pub a_strides: &'a [usize],
+    /// Element strides of the value taken where it is zero.
+    pub b_strides: &'a [usize],
+}
+
+/// A batched matrix product with numpy `matmul` broadcasting: the output is contiguous
+/// `[batch..., m, n]`; for batch index `i`, the `m x k` matrix of `a` starts at
+/// `sum(i[d] * a_strides[d])` and the `k x n` matrix of `b` at `sum(i[d] * b_strides[d])`
+/// (strides in elements, 0 along broadcast dims). Each matrix is row-major and contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatMul<'a> {
+    /// The output's batch dims (empty for a plain 2-D product).
+    pub batch: &'a [usize],
+    /// `a`'s batch strides.
+    pub a_strides: &'a [usize],
+    /// `b`'s batch strides.
+    pub b_strides: &'a [usize],
+    /// Rows of `a` and of the output.
+    pub m: usize,
+    /// Columns of `a`, rows of `b`.
+    pub k: usize,
+    /// Columns of `b` and of the output.
+    pub n: usize,
+}
+
+/// A 3-D convolution over NCDHW data (ONNX `Conv` on rank-5 tensors). All sizes in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv3d {
+    /// Number of images.
+    pub batch: usize,
+    /// Input channels.
+    pub c_in: usize,
+    /// Input depth.
+    pub d: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub c_out: usize,
+    /// Kernel `[kd, kh, kw]`.
+    pub k: [usize; 3],
+    /// `[sd, sh, sw]`, all at least 1.
+    pub stride: [usize; 3],
+    /// `[dd, dh, dw]`, all at least 1.
+    pub dilation: [usize; 3],
+    /// Zero padding: `[d, h, w]` begins, then `[d, h, w]` ends.
+    pub pad: [usize; 6],
+    /// Channel groups; divides both `c_in` and `c_out`.
+    pub groups: usize,
+    /// Output `[d, h, w]` (positions past the padded input read zeros).
+    pub out: [usize; 3],
+}
+
+impl Conv3d {
+    /// Number of `f32` of scratch [`conv3d`](crate::conv3d) needs: `0` for a 1x1x1, stride-1,
+    /// unpadded convolution (a GEMM directly on the input), otherwise the im2col matrix of
+    /// one group of one image, `(c_in / groups) * kd * kh * kw * od * oh * ow`.
+    pub const fn scratch_len(&self) -> usize {
+        if self.is_pointwise() {
+            0
+        } else {
+            (self.c_in / self.groups)
+                * self.k[0]
+                * self.k[1]
+                * self.k[2]
+                * self.out[0]
+                * self.out[1]
+                * self.out[2]
+        }
+    }
+
+    /// The zero-scratch case of [`scratch_len`](Self::scratch_len).
+    pub(crate) const fn is_pointwise(&self) -> bool {
+        self.k[0] == 1
+            && self.k[1] == 1
+            && self.k[2] == 1
+            && self.stride[0] == 1
+            && self.stride[1] == 1
+            && self.stride[2] == 1
+            && self.pad[0] == 0
+            && self.pad[1] == 0
+            && self.pad[2] == 0
+            && self.pad[3] == 0
+            && self.pad[4] == 0
+            && self.pad[5] == 0
+    }
+}
+
+/// A 3-D max or average pooling over NCDHW data (ONNX `MaxPool` / `AveragePool` on rank-5
+/// tensors). Window tap `t` of output `o` along an axis is at padded coordinate
+/// `o * stride + t * dilation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool3d {
+    /// Number of images.
+    pub batch: usize,
+    /// Channels (pooling is per channel).
+    pub channels: usize,
+    /// Input depth.
+    pub d: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Window `[kd, kh, kw]`.
+    pub k: [usize; 3],
+    /// `[sd, sh, sw]`, all at least 1.
+    pub stride: [usize; 3],
+    /// `[dd, dh, dw]`, all at least 1.
+    pub dilation: [usize; 3],
+    /// Padding: `[d, h, w]` begins, then `[d, h, w]` ends.
+    pub pad: [usize; 6],
+    /// Output `[d, h, w]`.
+    pub out: [usize; 3],
+    /// Average pooling only: divide by the number of taps inside the *padded* input instead
+    /// of by the number of taps on real input elements. ONNX defaults to `false`.
+    pub count_include_pad: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

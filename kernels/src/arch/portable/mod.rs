@@ -4,19 +4,31 @@
 //! `arch::portable::<name>` is the full set, the shape every ISA module will share.
 
 mod conv;
+mod conv_nd;
 mod copy;
 mod eltwise;
 mod epilogue;
 mod gemm;
+mod matmul;
+mod nd;
 mod norm;
 mod pool;
+mod reduce;
+mod shape;
 
 pub use conv::conv2d;
+pub use conv_nd::{avg_pool3d, conv3d, max_pool3d};
 pub use copy::{copy_into_channels, pad2d};
 pub use eltwise::{binary, binary_inplace, unary, unary_inplace};
 pub use gemm::{dense, gemm};
+pub use matmul::{matmul, matmul_f64, GemmFn};
 pub use norm::{
-    batch_norm_scale_shift, fold_batch_norm, scale_shift, scale_shift_inplace, softmax,
-    softmax_inplace,
+    batch_norm_scale_shift, fold_batch_norm, log_softmax, log_softmax_inplace, scale_shift,
+    scale_shift_inplace, softmax, softmax_inplace,
 };
 pub use pool::{avg_pool2d, global_avg_pool, max_pool2d};
+pub use reduce::{binary_nd, compare_nd, reduce, unary_math, unary_math_inplace, where_nd};
+pub use shape::{
+    cast, cast_to_bool, copy_from_axis, copy_into_axis, expand, gather, nonzero, nonzero_count,
+    pad_nd, range, slice, transpose,
+};

@@ -1,5 +1,5 @@
 //! Normalisation: folded batch norm ([`scale_shift`], [`fold_batch_norm`],
-//! [`batch_norm_scale_shift`]) and [`softmax`].
+//! [`batch_norm_scale_shift`]), [`softmax`] and [`log_softmax`].
 //!
 //! Algorithm sketch.
 //!
@@ -14,9 +14,12 @@
 //!   arrays, so every pass reads whole contiguous row segments instead of striding by `inner`.
 //!   The out-of-place version copies each outer block into `out` and works there, while it is
 //!   still in cache.
+//! * Log-softmax is `x - max - ln(sum(exp(x - max)))` with the same layout and tiling; the
+//!   exponentials are only summed (not stored), so it is two reading passes and one writing
+//!   pass, and the result never takes the logarithm of a rounded-to-zero probability.
 
 use super::epilogue::{epilogue, epilogue_from};
-use crate::math::{expf, sqrtf};
+use crate::math::{expf, logf, sqrtf};
 use crate::Activation;
 
 /// `out[n, c, s] = act(input[n, c, s] * scale[c] + shift[c])`.
@@ -236,6 +239,96 @@ pub fn softmax_inplace(outer: usize, len: usize, inner: usize, data: &mut [f32])
     }
     for dst in data[..outer * block].chunks_exact_mut(block) {
         softmax_outer_block(dst, len, inner);
+    }
+}
+
+/// Log-softmax of one contiguous row, in place.
+fn log_softmax_row(row: &mut [f32]) {
+    let max = row
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+    let sum: f32 = row.iter().map(|&x| expf(x - max)).sum();
+    let ls = logf(sum);
+    for x in row.iter_mut() {
+        *x = (*x - max) - ls;
+    }
+}
+
+/// Log-softmax over the rows of one `[len, inner]` block, per column, in place.
+fn log_softmax_block(block: &mut [f32], len: usize, inner: usize) {
+    let mut t0 = 0;
+    while t0 < inner {
+        let t1 = (t0 + TILE).min(inner);
+        let width = t1 - t0;
+        let mut max = [f32::NEG_INFINITY; TILE];
+        let mut sum = [0.0f32; TILE];
+        let (max, sum) = (&mut max[..width], &mut sum[..width]);
+        for l in 0..len {
+            for (m, &x) in max.iter_mut().zip(&block[l * inner + t0..l * inner + t1]) {
+                if x > *m {
+                    *m = x;
+                }
+            }
+        }
+        for l in 0..len {
+            let seg = &block[l * inner + t0..l * inner + t1];
+            for ((&x, &m), s) in seg.iter().zip(max.iter()).zip(sum.iter_mut()) {
+                *s += expf(x - m);
+            }
+        }
+        // From here `sum` holds ln(sum), the amount to subtract after the max.
+        for s in sum.iter_mut() {
+            *s = logf(*s);
+        }
+        for l in 0..len {
+            let seg = &mut block[l * inner + t0..l * inner + t1];
+            for ((x, &m), &ls) in seg.iter_mut().zip(max.iter()).zip(sum.iter()) {
+                *x = (*x - m) - ls;
+            }
+        }
+        t0 = t1;
+    }
+}
+
+/// Dispatches one outer block to the contiguous or the tiled version.
+fn log_softmax_outer_block(block: &mut [f32], len: usize, inner: usize) {
+    if inner == 1 {
+        log_softmax_row(block);
+    } else {
+        log_softmax_block(block, len, inner);
+    }
+}
+
+/// ONNX `LogSoftmax` over the middle axis of an `[outer, len, inner]` view:
+/// `x - max - ln(sum(exp(x - max)))`, computed without overflow for any logits.
+pub fn log_softmax(outer: usize, len: usize, inner: usize, input: &[f32], out: &mut [f32]) {
+    let block = len * inner;
+    debug_assert!(input.len() >= outer * block, "log_softmax: input too short");
+    debug_assert!(out.len() >= outer * block, "log_softmax: out too short");
+    if block == 0 {
+        return;
+    }
+    let blocks = out[..outer * block]
+        .chunks_exact_mut(block)
+        .zip(input[..outer * block].chunks_exact(block));
+    for (dst, src) in blocks {
+        dst.copy_from_slice(src);
+        log_softmax_outer_block(dst, len, inner);
+    }
+}
+
+/// In-place [`log_softmax`].
+pub fn log_softmax_inplace(outer: usize, len: usize, inner: usize, data: &mut [f32]) {
+    let block = len * inner;
+    debug_assert!(
+        data.len() >= outer * block,
+        "log_softmax_inplace: data too short"
+    );
+    if block == 0 {
+        return;
+    }
+    for dst in data[..outer * block].chunks_exact_mut(block) {
+        log_softmax_outer_block(dst, len, inner);
     }
 }
 
