@@ -70,6 +70,50 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// A transformer-style block on a `[1, 6, 16]` sequence: layer norm written from reduce
+    /// ops, two-head attention (matmul, transpose, softmax on the last axis), a residual add,
+    /// and two reductions of the result (see `data/typed/README.md`).
+    pub net Transformer(x: tensor<f32[1, 6, 16]>) -> (tensor<f32[1, 6, 16]>, tensor<f32[1, 16]>, tensor<f32[6]>) {
+        weights "data/typed/transformer.safetensors";
+        let mu = reduce_mean(x, axes = [-1]);
+        let d = sub(x, mu);
+        let var = reduce_mean(mul(d, d), axes = [-1]);
+        let h = div(d, sqrt(add(var, 1e-5)));
+        let h = add(mul(h, ln_g: tensor<f32[16]>), ln_b: tensor<f32[16]>);
+        let q = matmul(h, wq: tensor<f32[16, 16]>);
+        let k = matmul(h, wk: tensor<f32[16, 16]>);
+        let v = matmul(h, wv: tensor<f32[16, 16]>);
+        let q = transpose(reshape(q, [1, 6, 2, 8]), [0, 2, 1, 3]);
+        let k = transpose(reshape(k, [1, 6, 2, 8]), [0, 2, 3, 1]);
+        let v = transpose(reshape(v, [1, 6, 2, 8]), [0, 2, 1, 3]);
+        let s = softmax(mul(matmul(q, k), 0.35355339), axis = -1);
+        let o = reshape(transpose(matmul(s, v), [0, 2, 1, 3]), [1, 6, 16]);
+        let o = add(matmul(o, wo: tensor<f32[16, 16]>), bo: tensor<f32[16]>);
+        let y0 = add(x, o);
+        let y1 = log_softmax(reduce_max(y0, axes = [1], keepdims = false), axis = -1);
+        let y2 = reduce_sum(y0, axes = [0, 2], keepdims = false);
+        (y0, y1, y2)
+    }
+}
+
+kiln::network! {
+    /// A ShuffleNet-v2 unit: split the channels, a 1x1 / depthwise 3x3 / 1x1 branch on one
+    /// half, concat, and the channel shuffle as a rank-5 reshape + transpose.
+    pub net Shuffle(x: fm<16xf32[8, 8]>) -> fm<16xf32[8, 8]> {
+        weights "data/typed/shuffle.safetensors";
+        let (a, b) = split(x, axis = 1, sizes = [8, 8]);
+        let b = conv2d(b, pw1: weights<8 -> 1x1xf32 -> 8>, bias = false);
+        let b = batch_norm(b, bn1: norm<8xf32>).relu();
+        let b = conv2d(b, dw: weights<8 -> 3x3xf32 -> 8>, groups = 8, pad = 1, bias = false);
+        let b = batch_norm(b, bn2: norm<8xf32>);
+        let b = conv2d(b, pw2: weights<8 -> 1x1xf32 -> 8>, bias = false);
+        let b = batch_norm(b, bn3: norm<8xf32>).relu();
+        let y = reshape(concat(a, b), [1, 2, 8, 8, 8]);
+        reshape(transpose(y, [0, 2, 1, 3, 4]), [1, 16, 8, 8])
+    }
+}
+
 /// A reference input/output pair computed by onnxruntime.
 #[derive(Debug)]
 pub struct Golden {
@@ -97,6 +141,25 @@ pub fn golden(name: &str) -> Golden {
     let (x, _) = read("x");
     let (y, y_shape) = read("y");
     Golden { x, y, y_shape }
+}
+
+/// Every tensor of `data/<path>` (a safetensors file of F32 tensors), by name: data and shape.
+pub fn f32_tensors(path: &str) -> std::collections::HashMap<String, (Vec<f32>, Vec<usize>)> {
+    let path = format!("{}/data/{path}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+    st.tensors()
+        .into_iter()
+        .filter(|(_, t)| t.dtype() == safetensors::Dtype::F32)
+        .map(|(name, t)| {
+            let data = t
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            (name, (data, t.shape().to_vec()))
+        })
+        .collect()
 }
 
 /// Bytes of a test data file.

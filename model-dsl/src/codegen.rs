@@ -31,6 +31,8 @@ enum Loc {
     Input(usize),
     /// f32 range in the arena.
     Arena(usize, usize),
+    /// f32 range in the parameter buffer (a parameter used as a tensor).
+    Param(usize, usize),
 }
 
 impl Model<'_> {
@@ -40,8 +42,13 @@ impl Model<'_> {
 
     fn loc(&self, v: ValueId) -> Loc {
         let root = self.graph.alias_root(v);
-        if let Producer::Input(i) = self.graph.values[root.index()].producer {
-            return Loc::Input(i);
+        match self.graph.values[root.index()].producer {
+            Producer::Input(i) => return Loc::Input(i),
+            Producer::Param(p) => {
+                let s = self.params.param(p);
+                return Loc::Param(s.start, s.start + self.graph.shape(v).elements());
+            }
+            Producer::Op { .. } => {}
         }
         match self.placement(v) {
             Some(ValuePlacement::Arena(p)) => {
@@ -406,6 +413,7 @@ impl Model<'_> {
                     reads.push(quote! { #a0..#a1 });
                     read_args.push(quote! { #id });
                 }
+                Loc::Param(a0, a1) => read_args.push(quote! { &__params[#a0..#a1] }),
             }
         }
         let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
@@ -418,7 +426,10 @@ impl Model<'_> {
             writes.push(quote! { #s0..#s1 });
             write_ids.push(format_ident!("scratch"));
         }
-        let x_shape = self.graph.shape(op.args[0]);
+        // A constant has no argument: its "input" is its own (scalar) shape.
+        let x_shape = self
+            .graph
+            .shape(op.args.first().copied().unwrap_or(op.result()));
         let y_shape = self.graph.shape(op.result());
         let call = match &op.kind {
             OpKind::Conv2d { has_bias, act, .. } => {
@@ -589,8 +600,18 @@ impl Model<'_> {
                 let (a, b) = (self.graph.shape(op.args[0]), self.graph.shape(op.args[1]));
                 let r = y_shape.rank();
                 let batch = &y_shape.dims[..r - 2];
-                let (m, kk, n) = (a.dims[a.rank() - 2], a.dims[a.rank() - 1], b.dims[b.rank() - 1]);
-                let strides = |s: &Shape| batch_strides(&s.dims[..s.rank() - 2], batch, s.dims[s.rank() - 2] * s.dims[s.rank() - 1]);
+                let (m, kk, n) = (
+                    a.dims[a.rank() - 2],
+                    a.dims[a.rank() - 1],
+                    b.dims[b.rank() - 1],
+                );
+                let strides = |s: &Shape| {
+                    batch_strides(
+                        &s.dims[..s.rank() - 2],
+                        batch,
+                        s.dims[s.rank() - 2] * s.dims[s.rank() - 1],
+                    )
+                };
                 let (sa, sb) = (strides(a), strides(b));
                 let (xa, xb) = (&read_args[0], &read_args[1]);
                 quote! {
@@ -599,7 +620,11 @@ impl Model<'_> {
             }
             OpKind::Reduce { kind, axes, .. } => {
                 // Inference checked that the axes larger than 1 are one adjacent block.
-                let big: Vec<usize> = axes.iter().map(|&a| a as usize).filter(|&a| x_shape.dims[a] != 1).collect();
+                let big: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| a as usize)
+                    .filter(|&a| x_shape.dims[a] != 1)
+                    .collect();
                 let (first, last) = match (big.first(), big.last()) {
                     (Some(&f), Some(&l)) => (f, l),
                     _ => (0, 0),
@@ -669,6 +694,7 @@ impl Model<'_> {
                 (vec![], quote! { #id })
             }
             Loc::Arena(a0, a1) => (vec![quote! { #a0..#a1 }], quote! { r0 }),
+            Loc::Param(a0, a1) => (vec![], quote! { &__params[#a0..#a1] }),
         };
         let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
         let mut writes = Vec::new();

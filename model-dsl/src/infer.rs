@@ -162,6 +162,11 @@ impl Infer<'_, '_> {
             .map(|a| self.shape(*a).cloned())
             .collect::<Option<_>>()?;
         let name = op.kind.name();
+        if let OpKind::Constant(_) = op.kind {
+            let out = Shape::tensor(crate::ir::DType::F32, vec![]);
+            self.claim(op.loc, format_args!("{name}: the output {out}"), &out)?;
+            return Some((op.kind.clone(), vec![out]));
+        }
         let x = &args[0];
         let decl = op.decl.unwrap_or(op.loc);
         let mut kind = op.kind.clone();
@@ -253,7 +258,7 @@ impl Infer<'_, '_> {
                 x.clone()
             }
             OpKind::Unary(_) | OpKind::Copy | OpKind::Math(_) => x.clone(),
-            OpKind::Constant(_) => Shape::tensor(crate::ir::DType::F32, vec![]),
+            OpKind::Constant(_) => unreachable!("constants return above"),
             OpKind::Softmax { axis, .. } => {
                 let default = if x.kind == Kind::Tensor || x.rank() < 2 {
                     -1
@@ -266,11 +271,16 @@ impl Infer<'_, '_> {
             OpKind::Transpose { perm } => {
                 let mut seen = vec![false; x.rank()];
                 let ok = perm.len() == x.rank()
-                    && perm.iter().all(|&p| p < x.rank() && !std::mem::replace(&mut seen[p], true));
+                    && perm
+                        .iter()
+                        .all(|&p| p < x.rank() && !std::mem::replace(&mut seen[p], true));
                 if !ok {
                     self.error(
                         decl,
-                        format!("transpose: {perm:?} is not a permutation of the {} axes of {x}", x.rank()),
+                        format!(
+                            "transpose: {perm:?} is not a permutation of the {} axes of {x}",
+                            x.rank()
+                        ),
                     );
                     return None;
                 }
@@ -294,13 +304,19 @@ impl Infer<'_, '_> {
                 let (m, k) = (x.dims[x.rank() - 2], x.dims[x.rank() - 1]);
                 let (k2, n) = (y.dims[y.rank() - 2], y.dims[y.rank() - 1]);
                 if k != k2 {
-                    self.error(op.loc, format!("matmul: {x} times {y}: the inner sizes {k} and {k2} differ"));
+                    self.error(
+                        op.loc,
+                        format!("matmul: {x} times {y}: the inner sizes {k} and {k2} differ"),
+                    );
                     return None;
                 }
                 let bx = Shape::tensor(x.dtype, x.dims[..x.rank() - 2].to_vec());
                 let by = Shape::tensor(y.dtype, y.dims[..y.rank() - 2].to_vec());
                 let Some(batch) = broadcast(&bx, &by) else {
-                    self.error(op.loc, format!("matmul: {x} times {y}: the batch sizes do not broadcast"));
+                    self.error(
+                        op.loc,
+                        format!("matmul: {x} times {y}: the batch sizes do not broadcast"),
+                    );
                     return None;
                 };
                 let mut dims = batch.dims;
@@ -446,16 +462,33 @@ impl Infer<'_, '_> {
                     match known {
                         Some(k) if k > 0 && x.elements() % k == 0 => out[i] = x.elements() / k,
                         _ => {
-                            self.error(decl, format!("reshape: {x} has {} elements, which {dims:?} cannot hold", x.elements()));
+                            self.error(
+                                decl,
+                                format!(
+                                    "reshape: {x} has {} elements, which {dims:?} cannot hold",
+                                    x.elements()
+                                ),
+                            );
                             return None;
                         }
                     }
                 }
                 let out = Shape::tensor(x.dtype, out);
-                if out.rank() > crate::ir::MAX_RANK || known.is_none() || out.elements() != x.elements() {
+                if out.rank() > crate::ir::MAX_RANK
+                    || known.is_none()
+                    || out.elements() != x.elements()
+                {
                     self.error(
                         decl,
-                        format!("reshape: {x} has {} elements but {dims:?} asks for {}", x.elements(), out.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")),
+                        format!(
+                            "reshape: {x} has {} elements but {dims:?} asks for {}",
+                            x.elements(),
+                            out.dims
+                                .iter()
+                                .map(|d| d.to_string())
+                                .collect::<Vec<_>>()
+                                .join("x")
+                        ),
                     );
                     return None;
                 }
@@ -514,7 +547,13 @@ impl Infer<'_, '_> {
         let rank = x.rank() as i64;
         let a = if axis < 0 { axis + rank } else { axis };
         if !(0..rank).contains(&a) {
-            self.error(at, format!("{op}: axis {axis} is out of range for {x}, which has {}", plural(x.rank(), "dimension")));
+            self.error(
+                at,
+                format!(
+                    "{op}: axis {axis} is out of range for {x}, which has {}",
+                    plural(x.rank(), "dimension")
+                ),
+            );
             return None;
         }
         Some(a as usize)

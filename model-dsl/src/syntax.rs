@@ -107,7 +107,10 @@ pub struct Body {
 pub enum Stmt {
     Weights(LitStr),
     /// `let name = ...` (one name) or `let (a, b) = ...` (an op with several results).
-    Let { names: Vec<Ident>, value: Expr },
+    Let {
+        names: Vec<Ident>,
+        value: Expr,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -120,7 +123,10 @@ pub enum Expr {
     Name(Ident),
     Tuple(Vec<Expr>, Span),
     /// `wq: tensor<f32[16,16]>` in argument position: a parameter tensor used as a value.
-    Param { name: ParamName, ty: TypeExpr },
+    Param {
+        name: ParamName,
+        ty: TypeExpr,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -482,7 +488,10 @@ impl Parse for Value {
             while !content.is_empty() {
                 let negative = content.parse::<Option<Token![-]>>()?.is_some();
                 let lit: LitInt = content.parse().map_err(|e| {
-                    syn::Error::new(e.span(), "expected a list of whole numbers, like `[0, 2, 1]`")
+                    syn::Error::new(
+                        e.span(),
+                        "expected a list of whole numbers, like `[0, 2, 1]`",
+                    )
                 })?;
                 if !lit.suffix().is_empty() {
                     return Err(syn::Error::new(lit.span(), "expected a plain whole number"));

@@ -3,7 +3,8 @@
 //! produce, pointing at the offending token.
 //!
 //! Families: `shape/` (shape inference), `names/` (undefined or duplicate names, unknown
-//! operations), `args/` (operation arguments), `types/` (the `fm<...>` / `vec<...>` types and
+//! operations), `args/` (operation arguments), `tensor/` (the general tensor type and the
+//! shape-generic ops), `types/` (the `fm<...>` / `vec<...>` types and
 //! dtypes), `syntax/` (parse errors) and `weights/` (the safetensors file checked at compile
 //! time, with its tiny fixtures written by `scripts/gen_ui_weights.py`).
 //!

@@ -169,7 +169,10 @@ impl<'a> Args<'a> {
             Some(other) => {
                 cx.error(
                     other.span(),
-                    format!("{}: `{name}` must be a list of whole numbers, like `[0, 2]`", self.op),
+                    format!(
+                        "{}: `{name}` must be a list of whole numbers, like `[0, 2]`",
+                        self.op
+                    ),
                 );
                 None
             }

@@ -325,13 +325,16 @@ impl Builder<'_> {
                     Dim::Sym(SymId(id as u32))
                 }
                 SizeExpr::Any(span) => {
-                    self.error(*span, "`?` sizes are not supported yet: give the size, or name it");
+                    self.error(*span, "`?` sizes are not supported yet: give the size");
                     return None;
                 }
             });
         }
         if dims.len() > MAX_RANK {
-            self.error(ty.span, format!("a tensor may have at most {MAX_RANK} dimensions"));
+            self.error(
+                ty.span,
+                format!("a tensor may have at most {MAX_RANK} dimensions"),
+            );
             return None;
         }
         Some(TensorType {
@@ -424,7 +427,10 @@ impl Builder<'_> {
                         format!(
                             "`{op}` gives {} here; bind them with `let ({}) = ...`",
                             plural(vs.len(), "value"),
-                            (0..vs.len()).map(|i| format!("y{i}")).collect::<Vec<_>>().join(", ")
+                            (0..vs.len())
+                                .map(|i| format!("y{i}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     );
                     return None;
@@ -591,15 +597,31 @@ impl Builder<'_> {
             "transpose" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let Some(Value::List(perm, list_span)) = a.take_positional() else {
-                    self.error(span, "transpose: expected the permutation, like `transpose(x, [0, 2, 1])`");
+                    self.error(
+                        span,
+                        "transpose: expected the permutation, like `transpose(x, [0, 2, 1])`",
+                    );
                     return None;
                 };
                 let decl = self.spans.at(list_span);
-                let Some(perm) = perm.iter().map(|&p| usize::try_from(p).ok()).collect::<Option<Vec<_>>>() else {
-                    self.errors.push(decl, "transpose: the permutation's entries must be axes 0, 1, ...");
+                let Some(perm) = perm
+                    .iter()
+                    .map(|&p| usize::try_from(p).ok())
+                    .collect::<Option<Vec<_>>>()
+                else {
+                    self.errors.push(
+                        decl,
+                        "transpose: the permutation's entries must be axes 0, 1, ...",
+                    );
                     return None;
                 };
-                self.add_op(OpKind::Transpose { perm }, vec![x], span, &[arg1], Some(decl))
+                self.add_op(
+                    OpKind::Transpose { perm },
+                    vec![x],
+                    span,
+                    &[arg1],
+                    Some(decl),
+                )
             }
             "matmul" => {
                 let [x, y] = self.inputs::<2>(a, span)?;
@@ -615,16 +637,32 @@ impl Builder<'_> {
                 };
                 let decl = a.named_span("axes").map(|s| self.spans.at(s));
                 let Some(axes) = a.list(self, "axes")? else {
-                    self.error(span, format!("{name}: expected the axes, like `{name}(x, axes = [-1])`"));
+                    self.error(
+                        span,
+                        format!("{name}: expected the axes, like `{name}(x, axes = [-1])`"),
+                    );
                     return None;
                 };
                 let keepdims = a.bool(self, "keepdims", true)?;
-                self.add_op(OpKind::Reduce { kind, axes, keepdims }, vec![x], span, &[arg1], decl)
+                self.add_op(
+                    OpKind::Reduce {
+                        kind,
+                        axes,
+                        keepdims,
+                    },
+                    vec![x],
+                    span,
+                    &[arg1],
+                    decl,
+                )
             }
             "sqrt" | "exp" | "log" | "neg" | "abs" | "reciprocal" | "erf" | "softplus"
             | "softsign" => {
                 let x = self.inputs::<1>(a, span)?[0];
-                let m = MathOp::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)?;
+                let m = MathOp::ALL
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, m)| *m)?;
                 self.add_op(OpKind::Math(m), vec![x], span, &[arg1], None)
             }
             "flatten" => {
@@ -885,10 +923,17 @@ impl Builder<'_> {
         let axis = a.int(self, "axis")?.unwrap_or(0);
         let decl = a.named_span("sizes").map(|s| self.spans.at(s));
         let Some(sizes) = a.list(self, "sizes")? else {
-            self.error(span, "split: expected the sizes, like `split(x, axis = 1, sizes = [8, 8])`");
+            self.error(
+                span,
+                "split: expected the sizes, like `split(x, axis = 1, sizes = [8, 8])`",
+            );
             return None;
         };
-        let Some(sizes) = sizes.iter().map(|&s| usize::try_from(s).ok()).collect::<Option<Vec<_>>>() else {
+        let Some(sizes) = sizes
+            .iter()
+            .map(|&s| usize::try_from(s).ok())
+            .collect::<Option<Vec<_>>>()
+        else {
             self.error(span, "split: sizes must not be negative");
             return None;
         };
@@ -899,7 +944,14 @@ impl Builder<'_> {
         let loc = self.spans.at(span);
         let arg_loc = self.spans.at(arg1);
         let n = sizes.len();
-        Some(self.graph.add_op(OpKind::Split { axis, sizes }, vec![x], n, loc, vec![arg_loc], decl))
+        Some(self.graph.add_op(
+            OpKind::Split { axis, sizes },
+            vec![x],
+            n,
+            loc,
+            vec![arg_loc],
+            decl,
+        ))
     }
 
     /// The two operands of arithmetic: tensors, or numbers (which become scalar constants).
@@ -912,8 +964,16 @@ impl Builder<'_> {
                     Some(v) => out.push(v),
                     None => poisoned = true,
                 },
-                Some(Value::Float(f, s)) => out.push(self.add_op(OpKind::Constant(f as f32), vec![], s, &[], None)?),
-                Some(Value::Int(n)) => out.push(self.add_op(OpKind::Constant(n.value as f32), vec![], n.span, &[], None)?),
+                Some(Value::Float(f, s)) => {
+                    out.push(self.add_op(OpKind::Constant(f as f32), vec![], s, &[], None)?)
+                }
+                Some(Value::Int(n)) => out.push(self.add_op(
+                    OpKind::Constant(n.value as f32),
+                    vec![],
+                    n.span,
+                    &[],
+                    None,
+                )?),
                 Some(other) => {
                     self.error(
                         other.span(),
