@@ -1,13 +1,15 @@
 //! The weights file at compile time: find it, read its safetensors header, and check that
 //! every parameter the network declares is there with dtype F32 and the declared shape.
 
+use std::collections::BTreeSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use std::collections::BTreeSet;
+use ::safetensors::Dtype;
 
 use crate::diag::{Errors, Loc};
 use crate::ir::Graph;
-use crate::safetensors::{read_header, Header};
+use crate::safetensors::{read_header, Header, HeaderError};
 
 /// A weights file the network embeds, checked against the graph.
 #[derive(Debug)]
@@ -30,22 +32,20 @@ pub fn check(
 ) -> Option<WeightsFile> {
     let written = written.to_string();
     let path = base_dir.join(&written);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) => {
-            errors.push(
-                at,
-                format!("cannot read weights file `{written}`: {}", io_reason(&e)),
-            );
-            return None;
-        }
-    };
-    let header = match read_header(&bytes) {
+    let header = match read_weights_header(&path) {
         Ok(h) => h,
         Err(e) => {
-            let msg = match bytes.get(..4) {
-                Some(b"PK\x03\x04") => format!("`{written}` is a zip archive (a PyTorch checkpoint?), not a safetensors file; convert it with `safetensors.torch.save_file`"),
-                _ => format!("`{written}` is not a valid safetensors file: {e}"),
+            let msg = match e {
+                ReadError::NotRead(reason) => {
+                    format!("cannot read weights file `{written}`: {reason}")
+                }
+                ReadError::Header(HeaderError::Io(e)) => {
+                    format!("cannot read weights file `{written}`: {}", io_reason(&e))
+                }
+                ReadError::Header(HeaderError::Zip) => format!("`{written}` is a zip archive (a PyTorch checkpoint?), not a safetensors file; convert it with `safetensors.torch.save_file`"),
+                ReadError::Header(HeaderError::Invalid(e)) => {
+                    format!("`{written}` is not a valid safetensors file: {e}")
+                }
             };
             errors.push(at, msg);
             return None;
@@ -95,7 +95,7 @@ pub fn check(
                 };
                 errors.push(p.name_loc, msg);
             }
-            Some(t) if t.dtype != "F32" => {
+            Some(t) if t.dtype != Dtype::F32 => {
                 ok = false;
                 errors.push(
                     p.ty_loc,
@@ -127,6 +127,41 @@ pub fn check(
     })
 }
 
+/// Why the weights file's header could not be read.
+enum ReadError {
+    /// The file could not be opened, or is not a regular file; the reason, for people.
+    NotRead(String),
+    /// Reading or validating the header failed.
+    Header(HeaderError),
+}
+
+/// Opens the weights file and reads only its header.
+///
+/// Anything but a regular file is refused before it is opened: reading a device such as
+/// `/dev/zero` would never end, and opening a named pipe blocks until something writes to it,
+/// which would hang the build. The file's length comes from its metadata, not from reading it.
+fn read_weights_header(path: &Path) -> Result<Header, ReadError> {
+    let not_read = |e: &std::io::Error| ReadError::NotRead(io_reason(e));
+    let regular = |meta: &std::fs::Metadata| {
+        if meta.is_file() {
+            Ok(())
+        } else if meta.is_dir() {
+            Err(ReadError::NotRead("it is a directory".to_string()))
+        } else {
+            Err(ReadError::NotRead(
+                "it is not a regular file (a device, named pipe or socket?)".to_string(),
+            ))
+        }
+    };
+    // `metadata` follows symlinks, so a link to a weights file is fine.
+    regular(&std::fs::metadata(path).map_err(|e| not_read(&e))?)?;
+    let mut file = File::open(path).map_err(|e| not_read(&e))?;
+    // Asked again of the open file, in case the path changed in between.
+    let meta = file.metadata().map_err(|e| not_read(&e))?;
+    regular(&meta)?;
+    read_header(&mut file, meta.len()).map_err(ReadError::Header)
+}
+
 /// The layer a tensor belongs to: `fc` for `fc.weight`, `layer1.0.bn1` for
 /// `layer1.0.bn1.running_mean`.
 fn layer_of(key: &str) -> &str {
@@ -148,5 +183,69 @@ fn io_reason(e: &std::io::Error) -> String {
         std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
         std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_read(path: &Path) -> String {
+        match read_weights_header(path) {
+            Err(ReadError::NotRead(reason)) => reason,
+            Err(ReadError::Header(e)) => panic!("expected NotRead, got a header error: {e}"),
+            Ok(h) => panic!("expected NotRead, got {h:?}"),
+        }
+    }
+
+    /// A device would be read forever (`/dev/zero`) or block (`/dev/tty`); it is refused unread.
+    #[cfg(unix)]
+    #[test]
+    fn refuses_devices() {
+        let reason = not_read(Path::new("/dev/zero"));
+        assert_eq!(
+            reason,
+            "it is not a regular file (a device, named pipe or socket?)"
+        );
+        assert_eq!(not_read(Path::new("/")), "it is a directory");
+    }
+
+    /// Opening a named pipe for reading blocks until a writer opens it; the check must refuse it
+    /// without opening it. Run on another thread, so a regression fails instead of hanging.
+    #[cfg(unix)]
+    #[test]
+    fn refuses_named_pipes_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("kiln-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("weights.safetensors");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: `mkfifo` is not available");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(not_read(&path)));
+        let reason = rx.recv_timeout(std::time::Duration::from_secs(20));
+        let _ = std::fs::remove_file(&fifo);
+        let _ = std::fs::remove_dir(&dir);
+        assert_eq!(
+            reason.expect("reading the header of a named pipe blocked"),
+            "it is not a regular file (a device, named pipe or socket?)"
+        );
+    }
+
+    #[test]
+    fn reads_the_header_of_a_regular_file() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/mlp.safetensors");
+        let header = match read_weights_header(&path) {
+            Ok(h) => h,
+            Err(_) => panic!("cannot read {}", path.display()),
+        };
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(header.file_len as u64, len);
+        assert!(!header.tensors.is_empty());
+        assert!(not_read(&path.with_extension("missing")).starts_with("file not found"));
     }
 }

@@ -647,6 +647,10 @@ fn edge_cases() {
     expect_error(&w("\"\""), "cannot read weights file");
     expect_error(&w("\"no/such.safetensors\""), "file not found");
     expect_error(&w("\"lib.rs\""), "not a valid safetensors file");
+    // A device is refused before it is read (`/dev/zero` would be read until memory runs out).
+    if cfg!(unix) {
+        expect_error(&w("\"/dev/zero\""), "is not a regular file");
+    }
     expect_error(
         &w("\"data/mlp_io.safetensors\""),
         "has no tensors for `fc1`",

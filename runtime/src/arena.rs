@@ -103,6 +103,31 @@ impl AlignedBuf {
         }
     }
 
+    /// Allocates `len_f32` zeroed `f32`s starting on a 64-byte boundary, or returns
+    /// [`Error::OutOfMemory`] if the allocator cannot provide them (or the size does not even
+    /// fit the address space), where [`AlignedBuf::zeroed`] would abort the process.
+    ///
+    /// ```
+    /// use kiln_runtime::{Error, __private::AlignedBuf};
+    /// assert_eq!(AlignedBuf::try_zeroed(37).unwrap().as_slice().len(), 37);
+    /// assert!(matches!(AlignedBuf::try_zeroed(usize::MAX / 8), Err(Error::OutOfMemory { .. })));
+    /// ```
+    pub fn try_zeroed(len_f32: usize) -> Result<Self, Error> {
+        let too_large = Error::OutOfMemory {
+            bytes: len_f32.saturating_mul(core::mem::size_of::<f32>()),
+        };
+        // Whole blocks of 16 `f32`s; `div_ceil` cannot overflow, and an element count whose
+        // bytes overflow `isize` is refused by the allocation below.
+        let blocks = len_f32.div_ceil(ALIGN / core::mem::size_of::<f32>());
+        // `alloc_zeroed` underneath: the null pointer of a refused allocation becomes `Err`, and
+        // the pages of a large buffer are zeroed lazily by the OS.
+        let blocks = bytemuck::allocation::try_zeroed_slice_box(blocks).map_err(|()| too_large)?;
+        Ok(AlignedBuf {
+            blocks,
+            len: len_f32,
+        })
+    }
+
     /// The values.
     pub fn as_slice(&self) -> &[f32] {
         let all: &[f32] = bytemuck::cast_slice(&self.blocks[..]);
@@ -417,6 +442,47 @@ mod tests {
         assert_eq!(bytes.len(), 37 * 4);
         assert_eq!(&bytes[36 * 4..], &1.0f32.to_ne_bytes());
         assert!(AlignedBuf::zeroed(0).as_slice().is_empty());
+    }
+
+    #[test]
+    fn try_zeroed_is_aligned_and_zeroed() {
+        for n in [0, 1, 15, 16, 17, 1000] {
+            let mut buf = AlignedBuf::try_zeroed(n).unwrap();
+            assert_eq!(buf.as_slice().len(), n);
+            assert_eq!(buf.as_slice().as_ptr().addr() % 64, 0);
+            assert!(buf.as_slice().iter().all(|&v| v == 0.0));
+            buf.as_mut_slice().fill(1.0);
+            assert_eq!(buf.as_bytes_mut().len(), 4 * n);
+        }
+    }
+
+    /// Sizes no allocator can provide are an `Err` naming the bytes, not an abort.
+    #[test]
+    fn try_zeroed_too_large_is_an_error() {
+        // Larger than `isize::MAX` bytes once rounded up to blocks: refused before allocating.
+        let n = usize::MAX / 8;
+        assert_eq!(
+            AlignedBuf::try_zeroed(n).unwrap_err(),
+            Error::OutOfMemory { bytes: n * 4 }
+        );
+        // Bytes that overflow `usize` saturate.
+        assert_eq!(
+            AlignedBuf::try_zeroed(usize::MAX).unwrap_err(),
+            Error::OutOfMemory { bytes: usize::MAX }
+        );
+    }
+
+    /// A size the address space could hold but no machine has (1 EiB): the allocator itself
+    /// refuses. Only on 64-bit hosts: on 32-bit ones every size that passes the layout check is
+    /// small enough that an emulator might really provide it.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn try_zeroed_allocator_failure_is_an_error() {
+        let n = 1usize << 58;
+        assert_eq!(
+            AlignedBuf::try_zeroed(n).unwrap_err(),
+            Error::OutOfMemory { bytes: 1 << 60 }
+        );
     }
 
     #[test]

@@ -55,6 +55,12 @@ pub enum Error {
         /// Bytes skipped at the start of the caller's buffer to reach a 64-byte boundary.
         padding: usize,
     },
+    /// Memory for the model's buffers could not be allocated.
+    OutOfMemory {
+        /// The size of the allocation that failed, in bytes (`usize::MAX` if it does not even
+        /// fit in `usize`).
+        bytes: usize,
+    },
     /// The weights bytes are not a valid safetensors file.
     WeightsFile {
         /// What the safetensors parser reported.
@@ -139,6 +145,10 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::OutOfMemory { bytes } => write!(
+                f,
+                "out of memory: cannot allocate {bytes} bytes for the model's buffers"
+            ),
             Error::WeightsFile { reason } => {
                 write!(f, "weights: not a valid safetensors file: {reason}")
             }
@@ -208,6 +218,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "weights: tensor `fc.bias` (f32 [10]) is missing from the file"
+        );
+        let e = Error::OutOfMemory { bytes: 1 << 20 };
+        assert_eq!(
+            e.to_string(),
+            "out of memory: cannot allocate 1048576 bytes for the model's buffers"
         );
         let e = Error::InputNotWholeF32s {
             name: None,

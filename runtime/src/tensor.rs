@@ -2,8 +2,9 @@
 //!
 //! Outputs are [`Tensor`]s: a borrowed `f32` slice plus the shape the compiler inferred, so reading
 //! a result never copies. Inputs are anything implementing [`AsInput`]: `f32` slices, arrays and
-//! vectors, and byte buffers that happen to hold little-endian `f32`s (for example a memory-mapped
-//! file). The generated code checks the length with [`input`] against the declared type.
+//! vectors, and byte buffers holding `f32`s (for example a memory-mapped file; [`AsInput`] says
+//! how they are read). The generated code checks the length with [`input`] against the declared
+//! type.
 
 use core::fmt;
 use core::ops::Deref;
@@ -99,8 +100,14 @@ impl fmt::Debug for Tensor<'_> {
 /// Model inputs: anything that can be viewed as `f32` values without copying.
 ///
 /// Implemented for `[f32]`, `[f32; N]`, `Vec<f32>`, [`Tensor`] (to feed one model's output to
-/// another), byte buffers `[u8]`/`Vec<u8>` holding native-endian `f32`s at a 4-byte-aligned
-/// address, and references to any of these.
+/// another), byte buffers `[u8]`/`Vec<u8>`, and references to any of these.
+///
+/// Byte buffers are viewed as `f32`s in place (with bytemuck), never decoded: they must start at
+/// a 4-byte-aligned address, and their values are read in the machine's **native** byte order.
+/// That is little-endian on x86_64, aarch64 and armv7 Linux; on a big-endian machine, bytes
+/// written by a little-endian one must be converted first (e.g. with `f32::from_le_bytes` into a
+/// `Vec<f32>`). Weights files are different: their loaders decode safetensors' little-endian
+/// values on every machine.
 pub trait AsInput {
     /// The values, or an error saying why the bytes cannot be read as `f32`s in place.
     fn as_f32(&self) -> Result<&[f32], Error>;
