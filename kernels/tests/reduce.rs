@@ -185,9 +185,9 @@ proptest! {
                 let c: Vec<f64> = column(&x, len, inner, o, i).iter().map(|&v| f64::from(v)).collect();
                 let m = c.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let lse = m + c.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
-                for l in 0..len {
+                for (l, &v) in c.iter().enumerate() {
                     let at = (o * len + l) * inner + i;
-                    let want = c[l] - lse;
+                    let want = v - lse;
                     // Error relative to the logits' scale: x - max is exact-ish, ln(sum) to an ulp.
                     let tol = 2e-6 * want.abs().max(1.0);
                     prop_assert!((f64::from(y[at]) - want).abs() <= tol, "[{o}, {l}, {i}] got {} want {want}", y[at]);
