@@ -1,13 +1,13 @@
-//! kiln-kernels: the `f32` kernels that kiln's generated code calls.
+//! kiln-kernels: the kernels that kiln's generated code calls.
 //!
-//! Everything is `no_std`, allocation-free and works on NCHW, row-major, contiguous `f32`
-//! slices. Callers (generated code) have already proved every length; the kernels
-//! `debug_assert!` them and otherwise rely on safe indexing, so a wrong length is a panic,
-//! never undefined behaviour. A slice may be longer than its dimensions require; only the
-//! prefix is used.
+//! Everything is `no_std`, allocation-free and works on row-major, contiguous slices (NCHW /
+//! NCDHW for the image kernels). Callers (generated code) have already proved every length;
+//! the kernels `debug_assert!` them and otherwise rely on safe indexing, so a wrong length is a
+//! panic, never undefined behaviour. A slice may be longer than its dimensions require; only
+//! the prefix is used.
 //!
 //! Families (one file each under `arch/portable/`, with the same names in every future ISA
-//! folder):
+//! folder). The `f32` image kernels, reached through the [`Kernels`] table:
 //!
 //! * **gemm** — [`gemm`] (`C = A B`) and [`dense`] (fully connected, `out = x Wᵀ + b`).
 //! * **conv** — [`conv2d`] with padding, stride, dilation and groups: a GEMM for 1x1, direct
@@ -16,16 +16,31 @@
 //! * **eltwise** — [`unary`] activations and broadcasting [`binary`] arithmetic, in and out of
 //!   place.
 //! * **norm** — folded batch norm ([`scale_shift`], [`fold_batch_norm`],
-//!   [`batch_norm_scale_shift`]) and [`softmax`].
+//!   [`batch_norm_scale_shift`]), [`softmax`] and [`log_softmax`].
 //! * **copy** — channel concatenation ([`copy_into_channels`]) and constant padding
 //!   ([`pad2d`]).
 //!
+//! The shape-generic kernels of the typed tensor IR (any rank 0 to 8), free functions rather
+//! than table entries, generic over the sealed element traits [`Element`] (`f32`, `f64`, `i64`,
+//! `i32`, `u8`/bool) and [`Num`]; geometry structs hold `&'a [usize]` so they are constants:
+//!
+//! * **shape** — [`transpose`], [`slice()`], [`expand`], [`gather`], [`copy_into_axis`] /
+//!   [`copy_from_axis`] (concat / split on any axis), [`pad_nd`] (constant, reflect, edge),
+//!   [`cast`] / [`cast_to_bool`], [`range`], [`nonzero_count`] + [`nonzero`].
+//! * **reduce** — [`reduce`] (sum, mean, max, min, product over a merged axis), [`unary_math`]
+//!   (`f32` sqrt, exp, log, erf, softplus, GELU, ...), rank-N broadcasting [`binary_nd`],
+//!   [`compare_nd`] (to `u8` bools) and [`where_nd`].
+//! * **matmul** — [`matmul`] (numpy batch broadcasting, one call of the table's [`GemmFn`] per
+//!   batch element) and [`matmul_f64`].
+//! * **conv_nd** — [`conv3d`] (im2col + the table's GEMM, [`Conv3d::scratch_len`]),
+//!   [`max_pool3d`], [`avg_pool3d`] (with dilation).
+//!
 //! Activations ([`Activation`]) are fused into the producing kernel through one shared epilogue.
-//! [`math`] has the `no_std` `exp`/`tanh`/`sigmoid`/`sqrt` they need.
+//! [`math`] has the `no_std` `exp`/`tanh`/`sigmoid`/`sqrt`/`log`/`erf` they need.
 //!
 //! The functions re-exported here are the portable reference implementations from
-//! [`arch::portable`]. SIMD implementations will live beside it under `arch/` with the same
-//! signatures and be tested against it.
+//! [`arch::portable`]. SIMD implementations live beside it under `arch/` with the same
+//! signatures and are tested against it.
 
 #![no_std]
 

@@ -435,6 +435,8 @@ impl core::fmt::Display for GatherError {
     }
 }
 
+impl core::error::Error for GatherError {}
+
 /// A reduction over one (merged) axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduce {

@@ -1,4 +1,4 @@
-//! Shape-generic data movement for every element type: [`transpose`], [`slice`], [`expand`],
+//! Shape-generic data movement for every element type: [`transpose`], [`slice()`], [`expand`],
 //! [`gather`], [`copy_into_axis`] / [`copy_from_axis`] (concat and split on any axis),
 //! [`pad_nd`], [`cast`] / [`cast_to_bool`], [`range`] and [`nonzero`].
 //!
