@@ -460,7 +460,9 @@ impl Infer<'_, '_> {
                 let known = out.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
                 if let Some(i) = infer_at {
                     match known {
-                        Some(k) if k > 0 && x.elements() % k == 0 => out[i] = x.elements() / k,
+                        Some(k) if k > 0 && x.elements().is_multiple_of(k) => {
+                            out[i] = x.elements() / k
+                        }
                         _ => {
                             self.error(
                                 decl,
