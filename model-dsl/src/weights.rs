@@ -1,5 +1,6 @@
-//! The weights file at compile time: find it, read its safetensors header, and check that
-//! every parameter the network declares is there with dtype F32 and the declared shape.
+//! The weights file at compile time: find it, read its safetensors header (only the header), and
+//! check that every parameter the network declares is there with dtype F32 and the declared
+//! shape.
 
 use std::collections::BTreeSet;
 use std::fs::File;

@@ -482,29 +482,40 @@ fn expect_ok(src: &str) {
 
 #[test]
 fn edge_cases() {
+    // Sizes at the limits of the host's `usize` (the compiler may run on a 32-bit host, e.g. in a
+    // build script on a board). `p2(e)` is 2^e; exponents written `w * n / 64` scale the 64-bit
+    // numbers (in the comments) to the host's width `w`.
+    let w = usize::BITS;
+    let p2 = |e: u32| 1usize << e;
+    let max = usize::MAX;
+    let imax = isize::MAX;
     // Sizes whose element count overflows `usize`, or whose bytes do.
+    let h = p2(w / 2); // 2^32
     expect_error(
-        "net N(x: fm<1xf32[4294967296,4294967296]>) -> fm<1xf32[4294967296,4294967296]> { relu(x) }",
+        &format!("net N(x: fm<1xf32[{h},{h}]>) -> fm<1xf32[{h},{h}]> {{ relu(x) }}"),
+        "too large",
+    );
+    let q = p2(w - 2); // 2^62
+    expect_error(
+        &format!("net N(x: vec<{q}xf32>) -> vec<{q}xf32> {{ relu(x) }}"),
         "too large",
     );
     expect_error(
-        "net N(x: vec<4611686018427387904xf32>) -> vec<4611686018427387904xf32> { relu(x) }",
+        &format!("net N(x: vec<{max}xf32, batch = 2>) -> vec<1xf32> {{ x }}"),
         "too large",
     );
-    expect_error(
-        "net N(x: vec<18446744073709551615xf32, batch = 2>) -> vec<1xf32> { x }",
-        "too large",
-    );
-    // Each tensor fits, but together they would not.
-    let big = "fm<1xf32[65536,65536], batch = 33554432>";
+    // Each tensor fits, but together they would not: a quarter of the limit each.
+    let (a, b) = (p2(w / 4), p2(w / 2 - 7)); // 2^16, 2^25: 2^57 f32s
+    let big = format!("fm<1xf32[{a},{a}], batch = {b}>");
     expect_error(
         &format!("net N(x: {big}) -> {big} {{ let a = relu(x); let b = relu(a); let c = relu(b); let d = relu(c); relu(d) }}"),
         "too large",
     );
-    // Just under the limit: 2^59 bytes per tensor, three tensors plus a little scratch and
-    // weights. It compiles, so the planner and code generator see sizes near the limit; one more
-    // tensor would not fit.
-    let huge = "fm<2xf32[32768,32768], batch = 67108864>";
+    // Just under the limit: a quarter of it per tensor (2^59 bytes on 64 bits), three tensors
+    // plus a little scratch and weights. It compiles, so the planner and code generator see
+    // sizes near the limit; one more tensor would not fit.
+    let (c, b) = (p2(w / 4 - 1), p2(w / 2 - 6)); // 2^15, 2^26: 2^57 f32s
+    let huge = format!("fm<2xf32[{c},{c}], batch = {b}>");
     let conv = "conv2d(x, w: weights<2 -> 3x3xf32 -> 2>, pad = 1)";
     expect_ok(&format!(
         "net N(x: {huge}) -> {huge} {{ let a = {conv}; relu(a) }}"
@@ -514,53 +525,45 @@ fn edge_cases() {
         "too large",
     );
     // Outputs of ops that overflow: padding, windows, concatenation, parameters, scratch.
+    let fm4 = "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]>";
+    expect_error(&format!("{fm4} {{ pad(x, {max}) }}"), "too large");
+    expect_error(&format!("{fm4} {{ pad(x, (0, {imax})) }}"), "too large");
+    let conv =
+        |args: String| format!("{fm4} {{ conv2d(x, w: weights<1 -> 3x3xf32 -> 1>, {args}) }}");
+    expect_error(&conv(format!("pad = {max}")), "too large");
+    expect_error(&conv(format!("dilation = {max}")), "too large");
+    expect_error(&conv(format!("dilation = {imax}, pad = same")), "too large");
     expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { pad(x, 18446744073709551615) }",
-        "too large",
-    );
-    expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { pad(x, (0, 9223372036854775807)) }",
-        "too large",
-    );
-    expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { conv2d(x, w: weights<1 -> 3x3xf32 -> 1>, pad = 18446744073709551615) }",
-        "too large",
-    );
-    expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { conv2d(x, w: weights<1 -> 3x3xf32 -> 1>, dilation = 18446744073709551615) }",
-        "too large",
-    );
-    expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { conv2d(x, w: weights<1 -> 3x3xf32 -> 1>, dilation = 9223372036854775807, pad = same) }",
-        "too large",
-    );
-    expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { max_pool(x, 18446744073709551615x2, pad = 1) }",
+        &format!("{fm4} {{ max_pool(x, {max}x2, pad = 1) }}"),
         "shrinks to zero",
     );
     expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { max_pool(x, 2x2, pad = (18446744073709551615, 0)) }",
+        &format!("{fm4} {{ max_pool(x, 2x2, pad = ({max}, 0)) }}"),
         "must be smaller than the window",
     );
     expect_error(
-        "net N(x: fm<1xf32[4,4]>) -> fm<1xf32[4,4]> { max_pool(x, 18446744073709551615x2, pad = (18446744073709551610, 0)) }",
+        &format!("{fm4} {{ max_pool(x, {max}x2, pad = ({}, 0)) }}", max - 5),
+        "too large",
+    );
+    let n = p2(w - 7); // 2^57
+    expect_error(
+        &format!("net N(x: fm<{n}xf32[1,1]>) -> fm<1xf32[1,1]> {{ concat(x, x, x, x) }}"),
         "too large",
     );
     expect_error(
-        "net N(x: fm<144115188075855872xf32[1,1]>) -> fm<1xf32[1,1]> { concat(x, x, x, x) }",
+        &format!("net N(x: vec<{h}xf32>) -> vec<{h}xf32> {{ dense(x, fc: weights<{h} -> {h}>) }}"),
         "too large",
     );
+    let (c, pad) = (p2(w / 4), p2(w / 4 - 1)); // 2^16, 2^15
     expect_error(
-        "net N(x: vec<4294967296xf32>) -> vec<4294967296xf32> { dense(x, fc: weights<4294967296 -> 4294967296>) }",
+        &format!("net N(x: fm<{c}xf32[1,1]>) -> fm<{c}xf32[1,1]> {{ conv2d(x, w: weights<{c} -> {c}x{c}xf32 -> {c}>, pad = {pad}) }}"),
         "too large",
     );
+    // The input and output fit, the im2col scratch of the kernel does not.
+    let (s, k) = (p2(w * 22 / 64), p2(w * 10 / 64)); // 2^22, 2^10
+    let o = s - k + 1;
     expect_error(
-        "net N(x: fm<65536xf32[1,1]>) -> fm<65536xf32[1,1]> { conv2d(x, w: weights<65536 -> 65536x65536xf32 -> 65536>, pad = 32768) }",
-        "too large",
-    );
-    // The input and output fit, the im2col scratch of the 1024x1024 kernel does not.
-    expect_error(
-        "net N(x: fm<1xf32[4194304,4194304]>) -> fm<2xf32[4193281,4193281]> { conv2d(x, w: weights<1 -> 1024x1024xf32 -> 2>, bias = false) }",
+        &format!("net N(x: fm<1xf32[{s},{s}]>) -> fm<2xf32[{o},{o}]> {{ conv2d(x, w: weights<1 -> {k}x{k}xf32 -> 2>, bias = false) }}"),
         "too large",
     );
     // Zero sizes.
