@@ -176,7 +176,7 @@ impl Model<'_> {
                         pub fn new() -> Self {
                             let mut params = ::kiln::__private::AlignedBuf::zeroed(#params_len);
                             ::kiln::__private::load_embedded(&__WEIGHTS.0, __TENSORS, params.as_mut_slice());
-                            Self::with_params(params)
+                            Self::with_params(params, ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4))
                         }
                     },
                 )
@@ -219,16 +219,16 @@ impl Model<'_> {
                     /// Loads weights from the bytes of a safetensors file, checking that every
                     /// tensor the network needs is present with dtype F32 and the right shape.
                     pub fn from_safetensors(bytes: &[u8]) -> ::core::result::Result<Self, ::kiln::__private::Error> {
-                        let mut params = ::kiln::__private::AlignedBuf::zeroed(#params_len);
+                        let mut params = ::kiln::__private::AlignedBuf::try_zeroed(#params_len)?;
                         ::kiln::__private::load_safetensors(bytes, __TENSORS, params.as_mut_slice())?;
-                        ::core::result::Result::Ok(Self::with_params(params))
+                        ::core::result::Result::Ok(Self::with_params(params, ::kiln::__private::AlignedBuf::try_zeroed(#arena_bytes / 4)?))
                     }
 
-                    fn with_params(mut params: ::kiln::__private::AlignedBuf) -> Self {
+                    fn with_params(mut params: ::kiln::__private::AlignedBuf, arena: ::kiln::__private::AlignedBuf) -> Self {
                         Self::prepare(params.as_mut_slice());
                         Self {
                             params,
-                            arena: ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4),
+                            arena,
                             // The ISA is chosen once, here; `run` never detects.
                             kernels: ::kiln::__private::kernels::best(),
                         }

@@ -71,3 +71,24 @@ fn weights_of_another_network() {
         "{msg}"
     );
 }
+
+// 4 TiB of weights: a fallible constructor reports it instead of aborting. (64-bit targets only:
+// on 32-bit ones the sizes do not fit `usize` at all.)
+#[cfg(target_pointer_width = "64")]
+kiln::network! {
+    net Huge(x: vec<1048576xf32>) -> vec<1048576xf32> {
+        dense(x, fc: weights<1048576 -> 1048576>)
+    }
+}
+
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn a_model_too_large_to_allocate_is_an_err() {
+    match Huge::from_safetensors(&[]) {
+        Ok(_) => panic!("allocated 4 TiB?"),
+        Err(e) => assert!(
+            matches!(e, kiln::Error::OutOfMemory { .. }),
+            "expected OutOfMemory, got {e}"
+        ),
+    }
+}

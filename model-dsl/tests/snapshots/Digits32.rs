@@ -79,26 +79,37 @@ const _: () = {
                 __TENSORS,
                 params.as_mut_slice(),
             );
-            Self::with_params(params)
+            Self::with_params(
+                params,
+                ::kiln::__private::AlignedBuf::zeroed(163840usize / 4),
+            )
         }
         /// Loads weights from the bytes of a safetensors file, checking that every
         /// tensor the network needs is present with dtype F32 and the right shape.
         pub fn from_safetensors(
             bytes: &[u8],
         ) -> ::core::result::Result<Self, ::kiln::__private::Error> {
-            let mut params = ::kiln::__private::AlignedBuf::zeroed(17264usize);
+            let mut params = ::kiln::__private::AlignedBuf::try_zeroed(17264usize)?;
             ::kiln::__private::load_safetensors(
                 bytes,
                 __TENSORS,
                 params.as_mut_slice(),
             )?;
-            ::core::result::Result::Ok(Self::with_params(params))
+            ::core::result::Result::Ok(
+                Self::with_params(
+                    params,
+                    ::kiln::__private::AlignedBuf::try_zeroed(163840usize / 4)?,
+                ),
+            )
         }
-        fn with_params(mut params: ::kiln::__private::AlignedBuf) -> Self {
+        fn with_params(
+            mut params: ::kiln::__private::AlignedBuf,
+            arena: ::kiln::__private::AlignedBuf,
+        ) -> Self {
             Self::prepare(params.as_mut_slice());
             Self {
                 params,
-                arena: ::kiln::__private::AlignedBuf::zeroed(163840usize / 4),
+                arena,
                 kernels: ::kiln::__private::kernels::best(),
             }
         }
