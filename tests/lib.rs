@@ -114,6 +114,20 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// One network precompiled for three input sizes: `run` picks the variant (its own shapes,
+    /// kernels and memory plan) from the input's shape.
+    pub net MultiShape(x: tensor<f32[1, 3, h, w]>) -> fm<4xf32[1, 1]>
+    where (h, w) in [8x8, 12x12, (16, 10)]
+    {
+        weights "data/typed/multishape.safetensors";
+        let a = conv2d(x, c1: weights<3 -> 3x3xf32 -> 8>, pad = 1).relu();
+        let a = max_pool(a, 2x2, stride = 2);
+        let a = conv2d(a, c2: weights<8 -> 3x3xf32 -> 4>, pad = 1);
+        global_avg_pool(a)
+    }
+}
+
 /// A reference input/output pair computed by onnxruntime.
 #[derive(Debug)]
 pub struct Golden {

@@ -23,6 +23,8 @@ pub struct Model<'a> {
     pub plan_text: &'a str,
     pub params: &'a ParamLayout,
     pub weights: Option<&'a WeightsFile>,
+    /// The variant's binding (`h = 224, w = 224`), empty for a network without size symbols.
+    pub label: &'a str,
 }
 
 /// Where a value's data is when an op reads it.
@@ -73,205 +75,6 @@ impl Model<'_> {
             .expect("the IR verifier checked that weights are parameters");
         let r = range(slot);
         quote! { &__params[#r] }
-    }
-
-    pub fn generate(&self) -> TokenStream {
-        let def = self.def;
-        let attrs = &def.attrs;
-        let vis = &def.vis;
-        let name = &def.name;
-        let arena_bytes = self.plan.arena_bytes;
-        let lower = self.plan.lower_bound;
-        let naive = self.plan.naive_bytes;
-        let params_len = self.params.len;
-        let plan_text = self.plan_text;
-
-        let input_idents: Vec<_> = (0..self.graph.inputs.len())
-            .map(|i| format_ident!("__x{}", i))
-            .collect();
-        let input_tys: Vec<_> = (0..self.graph.inputs.len())
-            .map(|i| format_ident!("X{}", i))
-            .collect();
-        let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
-        let input_checks = self
-            .graph
-            .inputs
-            .iter()
-            .zip(&input_idents)
-            .zip(&user_names)
-            .map(|((input, id), user)| {
-                let n = input.name.as_str();
-                let shape = self.graph.shape(input.value);
-                let ty = shape.to_string();
-                let len = shape.elements();
-                quote! { let #id = ::kiln::__private::input(#n, #ty, #user, #len)?; }
-            });
-        let input_checks = quote! { #(#input_checks)* };
-        let shape_consts = |vals: &mut dyn Iterator<Item = ValueId>| {
-            let items = vals.map(|v| {
-                let dims = &self.graph.shape(v).dims;
-                quote! { &[#(#dims),*] }
-            });
-            quote! { &[#(#items),*] }
-        };
-        let input_shapes = shape_consts(&mut self.graph.inputs.iter().map(|i| i.value));
-        let output_shapes = shape_consts(&mut self.graph.outputs.iter().map(|o| o.value));
-
-        let body = self.graph.ops.iter().enumerate().map(|(i, _)| self.op(i));
-        let body = quote! { #(#body)* };
-        let outputs: Vec<TokenStream> = self
-            .graph
-            .outputs
-            .iter()
-            .map(|o| {
-                let Loc::Arena(a, b) = self.loc(o.value) else {
-                    unreachable!("lowering copies input-backed outputs into the arena")
-                };
-                let dims = &self.graph.shape(o.value).dims;
-                quote! { ::kiln::__private::Tensor::new(&__arena[#a..#b], &[#(#dims),*]) }
-            })
-            .collect();
-        let (out_ty, out_expr) = if outputs.len() == 1 {
-            (quote! { ::kiln::__private::Tensor<'a> }, outputs[0].clone())
-        } else {
-            let tys = outputs
-                .iter()
-                .map(|_| quote! { ::kiln::__private::Tensor<'a> });
-            (quote! { (#(#tys),*) }, quote! { (#(#outputs),*) })
-        };
-        let out_ty_self = {
-            let s = out_ty.to_string().replace("'a", "'_");
-            s.parse::<TokenStream>().unwrap_or_else(|_| out_ty.clone())
-        };
-
-        let prepare = self.prepare();
-        let scratch_asserts = self.scratch_asserts();
-        let specs = self.graph.params.iter().enumerate().map(|(i, p)| {
-            let key = &p.key;
-            let shape = &p.shape.dims;
-            let dst = self.params.params[i].start;
-            let src = self.weights.map_or(0, |w| w.offsets[i]);
-            quote! { ::kiln::__private::TensorSpec { name: #key, shape: &[#(#shape),*], dst: #dst, src: #src } }
-        });
-        let (embedded, new_fn) = match self.weights {
-            Some(w) => {
-                let path = w.path.to_string_lossy().into_owned();
-                let len = w.header.file_len;
-                let doc = format!(
-                    "Loads the weights embedded from `{}` at compile time.",
-                    w.path
-                        .file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                );
-                (
-                    quote! {
-                        // The array length restates the file size the compiler checked the header
-                        // against: if the file changed in between, this does not compile.
-                        static __WEIGHTS: ::kiln::__private::Aligned<[u8; #len]> = ::kiln::__private::Aligned(*::core::include_bytes!(#path));
-                    },
-                    quote! {
-                        #[doc = #doc]
-                        #[must_use]
-                        pub fn new() -> Self {
-                            let mut params = ::kiln::__private::AlignedBuf::zeroed(#params_len);
-                            ::kiln::__private::load_embedded(&__WEIGHTS.0, __TENSORS, params.as_mut_slice());
-                            Self::with_params(params, ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4))
-                        }
-                    },
-                )
-            }
-            None => (quote! {}, quote! {}),
-        };
-        let debug_name = name.to_string();
-
-        quote! {
-            #(#attrs)*
-            #vis struct #name {
-                params: ::kiln::__private::AlignedBuf,
-                arena: ::kiln::__private::AlignedBuf,
-                kernels: &'static ::kiln::__private::kernels::Kernels,
-            }
-
-            const _: () = {
-                #embedded
-                const __TENSORS: &[::kiln::__private::TensorSpec] = &[#(#specs),*];
-                #scratch_asserts
-
-                impl #name {
-                    /// Bytes of the arena one inference needs (planned at compile time).
-                    pub const ARENA_BYTES: usize = #arena_bytes;
-                    /// The most bytes live at any one step: no plan can use less.
-                    pub const ARENA_LOWER_BOUND: usize = #lower;
-                    /// Bytes every intermediate would take without any reuse.
-                    pub const ARENA_NAIVE_BYTES: usize = #naive;
-                    /// f32 values in the prepared parameter buffer.
-                    pub const PARAMS_LEN: usize = #params_len;
-                    /// Shapes of the inputs, in declaration order.
-                    pub const INPUT_SHAPES: &'static [&'static [usize]] = #input_shapes;
-                    /// Shapes of the outputs, in declaration order.
-                    pub const OUTPUT_SHAPES: &'static [&'static [usize]] = #output_shapes;
-                    /// The memory plan, printed.
-                    pub const PLAN: &'static str = #plan_text;
-
-                    #new_fn
-
-                    /// Loads weights from the bytes of a safetensors file, checking that every
-                    /// tensor the network needs is present with dtype F32 and the right shape.
-                    pub fn from_safetensors(bytes: &[u8]) -> ::core::result::Result<Self, ::kiln::__private::Error> {
-                        let mut params = ::kiln::__private::AlignedBuf::try_zeroed(#params_len)?;
-                        ::kiln::__private::load_safetensors(bytes, __TENSORS, params.as_mut_slice())?;
-                        ::core::result::Result::Ok(Self::with_params(params, ::kiln::__private::AlignedBuf::try_zeroed(#arena_bytes / 4)?))
-                    }
-
-                    fn with_params(mut params: ::kiln::__private::AlignedBuf, arena: ::kiln::__private::AlignedBuf) -> Self {
-                        Self::prepare(params.as_mut_slice());
-                        Self {
-                            params,
-                            arena,
-                            // The ISA is chosen once, here; `run` never detects.
-                            kernels: ::kiln::__private::kernels::best(),
-                        }
-                    }
-
-                    fn prepare(__params: &mut [f32]) {
-                        #prepare
-                    }
-
-                    /// Runs the network in the model's own arena. Allocates nothing.
-                    pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
-                        #input_checks
-                        ::core::result::Result::Ok(Self::exec(self.kernels, self.params.as_slice(), self.arena.as_mut_slice(), #(#input_idents),*))
-                    }
-
-                    /// Runs the network in a caller-provided arena of at least `ARENA_BYTES`
-                    /// bytes (plus up to 63 bytes if it is not 64-byte aligned); the outputs
-                    /// borrow from it. Allocates nothing.
-                    pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
-                        #input_checks
-                        let arena = ::kiln::__private::arena_f32(arena, #arena_bytes)?;
-                        ::core::result::Result::Ok(Self::exec(self.kernels, self.params.as_slice(), arena, #(#input_idents),*))
-                    }
-
-                    #[allow(unused_variables, clippy::too_many_arguments)]
-                    fn exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #(#input_idents: &[f32]),*) -> #out_ty {
-                        #body
-                        let __arena: &'a [f32] = __arena;
-                        #out_expr
-                    }
-                }
-
-                impl ::core::fmt::Debug for #name {
-                    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                        f.debug_struct(#debug_name)
-                            .field("isa", &self.kernels.isa)
-                            .field("arena_bytes", &#arena_bytes)
-                            .field("params", &#params_len)
-                            .finish()
-                    }
-                }
-            };
-        }
     }
 
     /// `const` assertions that each conv's planned scratch covers what its kernel asks for.
@@ -815,6 +618,299 @@ fn broadcast_tokens(a: &Shape, b: &Shape, out: &Shape) -> TokenStream {
     let (sa, sb) = (strides(a), strides(b));
     quote! {
         ::kiln::__private::kernels::Broadcast { shape: [#(#shape),*], a_strides: [#(#sa),*], b_strides: [#(#sb),*] }
+    }
+}
+
+/// The model type for one network compiled for one or several shapes (`variants`, at least
+/// one): shared weights and parameter buffer, one `exec` per variant, and a `run` that picks
+/// the variant from the inputs' shapes.
+pub fn generate(variants: &[Model<'_>]) -> TokenStream {
+    let m = &variants[0];
+    let multi = variants.len() > 1 || !m.label.is_empty();
+    let def = m.def;
+    let attrs = &def.attrs;
+    let vis = &def.vis;
+    let name = &def.name;
+    let max = |f: fn(&Plan) -> usize| variants.iter().map(|v| f(v.plan)).max().unwrap_or(0);
+    let arena_bytes = max(|p| p.arena_bytes);
+    let lower = max(|p| p.lower_bound);
+    let naive = max(|p| p.naive_bytes);
+    let params_len = m.params.len;
+    let plan_text = m.plan_text;
+
+    let input_idents: Vec<_> = (0..m.graph.inputs.len())
+        .map(|i| format_ident!("__x{}", i))
+        .collect();
+    let input_tys: Vec<_> = (0..m.graph.inputs.len())
+        .map(|i| format_ident!("X{}", i))
+        .collect();
+    let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+    let input_checks = |m: &Model| {
+        let checks = m
+            .graph
+            .inputs
+            .iter()
+            .zip(&input_idents)
+            .zip(&user_names)
+            .map(|((input, id), user)| {
+                let n = input.name.as_str();
+                let shape = m.graph.shape(input.value);
+                let ty = shape.to_string();
+                let len = shape.elements();
+                quote! { let #id = ::kiln::__private::input(#n, #ty, #user, #len)?; }
+            });
+        quote! { #(#checks)* }
+    };
+    let shape_consts = |vals: &mut dyn Iterator<Item = ValueId>| {
+        let items = vals.map(|v| {
+            let dims = &m.graph.shape(v).dims;
+            quote! { &[#(#dims),*] }
+        });
+        quote! { &[#(#items),*] }
+    };
+    let input_shapes = shape_consts(&mut m.graph.inputs.iter().map(|i| i.value));
+    let output_shapes = shape_consts(&mut m.graph.outputs.iter().map(|o| o.value));
+
+    let n_outputs = m.graph.outputs.len();
+    let out_ty = if n_outputs == 1 {
+        quote! { ::kiln::__private::Tensor<'a> }
+    } else {
+        let tys = (0..n_outputs).map(|_| quote! { ::kiln::__private::Tensor<'a> });
+        quote! { (#(#tys),*) }
+    };
+    // One `exec` per variant: the straight line of kernel calls for its shapes and plan.
+    let execs = variants.iter().enumerate().map(|(k, m)| {
+            let exec = if multi { format_ident!("exec_{}", k) } else { format_ident!("exec") };
+            let body = m.graph.ops.iter().enumerate().map(|(i, _)| m.op(i));
+            let outputs: Vec<TokenStream> = m
+                .graph
+                .outputs
+                .iter()
+                .map(|o| {
+                    let Loc::Arena(a, b) = m.loc(o.value) else {
+                        unreachable!("lowering copies input-backed outputs into the arena")
+                    };
+                    let dims = &m.graph.shape(o.value).dims;
+                    quote! { ::kiln::__private::Tensor::new(&__arena[#a..#b], &[#(#dims),*]) }
+                })
+                .collect();
+            let out_expr = if outputs.len() == 1 {
+                outputs[0].clone()
+            } else {
+                quote! { (#(#outputs),*) }
+            };
+            let doc = if m.label.is_empty() {
+                quote! {}
+            } else {
+                let d = format!("The variant {}.", m.label);
+                quote! { #[doc = #d] }
+            };
+            quote! {
+                #doc
+                #[allow(unused_variables, clippy::too_many_arguments)]
+                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #(#input_idents: &[f32]),*) -> #out_ty {
+                    #(#body)*
+                    let __arena: &'a [f32] = __arena;
+                    #out_expr
+                }
+            }
+        });
+    let execs = quote! { #(#execs)* };
+    // The call of the right `exec`: directly, or after choosing the variant by the inputs'
+    // shapes.
+    // `caller_arena`: `run_in`, whose arena is checked against the chosen variant's plan.
+    let dispatch = |caller_arena: bool| {
+        let arena_of = |bytes: usize| {
+            if caller_arena {
+                quote! { ::kiln::__private::arena_f32(arena, #bytes)? }
+            } else {
+                quote! { self.arena.as_mut_slice() }
+            }
+        };
+        if !multi {
+            let checks = input_checks(m);
+            let arena = arena_of(arena_bytes);
+            return quote! {
+                #checks
+                ::core::result::Result::Ok(Self::exec(self.kernels, self.params.as_slice(), #arena, #(#input_idents),*))
+            };
+        }
+        let arms = variants.iter().enumerate().map(|(k, m)| {
+                let exec = format_ident!("exec_{}", k);
+                let checks = input_checks(m);
+                let arena = arena_of(m.plan.arena_bytes);
+                quote! {
+                    #k => {
+                        #checks
+                        let __arena = #arena;
+                        ::core::result::Result::Ok(Self::#exec(self.kernels, self.params.as_slice(), __arena, #(#input_idents),*))
+                    }
+                }
+            });
+        let names = m.graph.inputs.iter().map(|i| i.name.as_str());
+        quote! {
+            let __variant = ::kiln::__private::select_variant(
+                &[#((#names, ::kiln::__private::AsInput::shape(#user_names), ::kiln::__private::AsInput::as_f32(#user_names)?.len())),*],
+                Self::VARIANT_INPUT_SHAPES,
+            )?;
+            match __variant {
+                #(#arms)*
+                _ => ::core::unreachable!("select_variant returns a listed variant"),
+            }
+        }
+    };
+    let run_body = dispatch(false);
+    let run_in_body = dispatch(true);
+    let variant_consts = if multi {
+        let labels = variants.iter().map(|v| v.label);
+        let arenas = variants.iter().map(|v| v.plan.arena_bytes);
+        let shapes = variants.iter().map(|v| {
+            let items = v.graph.inputs.iter().map(|i| {
+                let dims = &v.graph.shape(i.value).dims;
+                quote! { &[#(#dims),*] }
+            });
+            quote! { &[#(#items),*] }
+        });
+        quote! {
+            /// The precompiled shapes, as the values of the size symbols.
+            pub const VARIANTS: &'static [&'static str] = &[#(#labels),*];
+            /// Each variant's input shapes (in declaration order); `run` picks the variant
+            /// whose shapes the inputs have.
+            pub const VARIANT_INPUT_SHAPES: &'static [&'static [&'static [usize]]] = &[#(#shapes),*];
+            /// Each variant's planned arena; `ARENA_BYTES` is the largest.
+            pub const VARIANT_ARENA_BYTES: &'static [usize] = &[#(#arenas),*];
+        }
+    } else {
+        quote! {}
+    };
+    let out_ty_self = {
+        let s = out_ty.to_string().replace("'a", "'_");
+        s.parse::<TokenStream>().unwrap_or_else(|_| out_ty.clone())
+    };
+
+    let prepare = m.prepare();
+    let scratch_asserts = variants.iter().map(|v| v.scratch_asserts());
+    let scratch_asserts = quote! { #(#scratch_asserts)* };
+    let specs = m.graph.params.iter().enumerate().map(|(i, p)| {
+            let key = &p.key;
+            let shape = &p.shape.dims;
+            let dst = m.params.params[i].start;
+            let src = m.weights.map_or(0, |w| w.offsets[i]);
+            quote! { ::kiln::__private::TensorSpec { name: #key, shape: &[#(#shape),*], dst: #dst, src: #src } }
+        });
+    let (embedded, new_fn) = match m.weights {
+        Some(w) => {
+            let path = w.path.to_string_lossy().into_owned();
+            let len = w.header.file_len;
+            let doc = format!(
+                "Loads the weights embedded from `{}` at compile time.",
+                w.path
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            );
+            (
+                quote! {
+                    // The array length restates the file size the compiler checked the header
+                    // against: if the file changed in between, this does not compile.
+                    static __WEIGHTS: ::kiln::__private::Aligned<[u8; #len]> = ::kiln::__private::Aligned(*::core::include_bytes!(#path));
+                },
+                quote! {
+                    #[doc = #doc]
+                    #[must_use]
+                    pub fn new() -> Self {
+                        let mut params = ::kiln::__private::AlignedBuf::zeroed(#params_len);
+                        ::kiln::__private::load_embedded(&__WEIGHTS.0, __TENSORS, params.as_mut_slice());
+                        Self::with_params(params, ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4))
+                    }
+                },
+            )
+        }
+        None => (quote! {}, quote! {}),
+    };
+    let debug_name = name.to_string();
+
+    quote! {
+        #(#attrs)*
+        #vis struct #name {
+            params: ::kiln::__private::AlignedBuf,
+            arena: ::kiln::__private::AlignedBuf,
+            kernels: &'static ::kiln::__private::kernels::Kernels,
+        }
+
+        const _: () = {
+            #embedded
+            const __TENSORS: &[::kiln::__private::TensorSpec] = &[#(#specs),*];
+            #scratch_asserts
+
+            impl #name {
+                /// Bytes of the arena one inference needs (planned at compile time).
+                pub const ARENA_BYTES: usize = #arena_bytes;
+                /// The most bytes live at any one step: no plan can use less.
+                pub const ARENA_LOWER_BOUND: usize = #lower;
+                /// Bytes every intermediate would take without any reuse.
+                pub const ARENA_NAIVE_BYTES: usize = #naive;
+                /// f32 values in the prepared parameter buffer.
+                pub const PARAMS_LEN: usize = #params_len;
+                #variant_consts
+                /// Shapes of the inputs, in declaration order (of the first variant, if
+                /// there are several).
+                pub const INPUT_SHAPES: &'static [&'static [usize]] = #input_shapes;
+                /// Shapes of the outputs, in declaration order (of the first variant).
+                pub const OUTPUT_SHAPES: &'static [&'static [usize]] = #output_shapes;
+                /// The memory plan, printed.
+                pub const PLAN: &'static str = #plan_text;
+
+                #new_fn
+
+                /// Loads weights from the bytes of a safetensors file, checking that every
+                /// tensor the network needs is present with dtype F32 and the right shape.
+                pub fn from_safetensors(bytes: &[u8]) -> ::core::result::Result<Self, ::kiln::__private::Error> {
+                    let mut params = ::kiln::__private::AlignedBuf::try_zeroed(#params_len)?;
+                    ::kiln::__private::load_safetensors(bytes, __TENSORS, params.as_mut_slice())?;
+                    ::core::result::Result::Ok(Self::with_params(params, ::kiln::__private::AlignedBuf::try_zeroed(#arena_bytes / 4)?))
+                }
+
+                fn with_params(mut params: ::kiln::__private::AlignedBuf, arena: ::kiln::__private::AlignedBuf) -> Self {
+                    Self::prepare(params.as_mut_slice());
+                    Self {
+                        params,
+                        arena,
+                        // The ISA is chosen once, here; `run` never detects.
+                        kernels: ::kiln::__private::kernels::best(),
+                    }
+                }
+
+                fn prepare(__params: &mut [f32]) {
+                    #prepare
+                }
+
+                /// Runs the network in the model's own arena. Allocates nothing.
+                pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
+                    #run_body
+                }
+
+                /// Runs the network in a caller-provided arena of at least `ARENA_BYTES` bytes
+                /// (with several precompiled shapes, the chosen variant's
+                /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
+                /// the outputs borrow from it. Allocates nothing.
+                pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                    #run_in_body
+                }
+
+                #execs
+            }
+
+            impl ::core::fmt::Debug for #name {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(#debug_name)
+                        .field("isa", &self.kernels.isa)
+                        .field("arena_bytes", &#arena_bytes)
+                        .field("params", &#params_len)
+                        .finish()
+                }
+            }
+        };
     }
 }
 

@@ -38,6 +38,13 @@ impl Errors {
     pub fn iter(&self) -> impl Iterator<Item = &Diag> {
         self.0.iter()
     }
+    /// Appends `suffix` to the message of every diagnostic after the first `from` (to say which
+    /// precompiled shape a batch of errors came from).
+    pub fn annotate_from(&mut self, from: usize, suffix: &str) {
+        for d in self.0.iter_mut().skip(from) {
+            d.msg.push_str(suffix);
+        }
+    }
     pub fn into_vec(self) -> Vec<Diag> {
         self.0
     }

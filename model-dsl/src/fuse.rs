@@ -98,6 +98,7 @@ pub fn fuse(g: &Graph) -> Graph {
     let mut out = Graph {
         inputs: g.inputs.clone(),
         symbols: g.symbols.clone(),
+        bindings: g.bindings.clone(),
         ..Graph::default()
     };
     let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];

@@ -26,24 +26,21 @@ use crate::ir::{
 /// at most a few times this sum.
 pub const MAX_BYTES: usize = isize::MAX as usize / 4;
 
-/// Types `g`. Returns the typed graph, or `None` after reporting every error to `errors`.
-pub fn infer(g: &Graph, errors: &mut Errors) -> Option<Graph> {
+/// Types `g` for one binding of its size symbols (`binding[i]` is the value of `SymId(i)`; empty
+/// for a graph without symbols). Returns the typed graph, or `None` after reporting every error
+/// to `errors`.
+pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph> {
     let mut cx = Infer {
         g,
+        binding,
         types: vec![None; g.values.len()],
         errors,
         bytes: 0,
     };
     let before = cx.errors.len();
     for input in &g.inputs {
-        let Some(shape) = input.ty.known() else {
-            cx.error(
-                input.loc,
-                format!(
-                    "input `{}`: symbolic sizes are not supported yet",
-                    input.name
-                ),
-            );
+        // A symbol without a value was reported by the front end.
+        let Some(shape) = input.ty.bind(binding) else {
             continue;
         };
         if reserved_bytes(&shape).is_none_or(|b| b > MAX_BYTES) {
@@ -82,7 +79,8 @@ pub fn infer(g: &Graph, errors: &mut Errors) -> Option<Graph> {
         resolved.push(kind);
     }
     for o in &g.outputs {
-        let (Some(actual), Some(declared)) = (cx.types[o.value.index()].clone(), o.ty.known())
+        let (Some(actual), Some(declared)) =
+            (cx.types[o.value.index()].clone(), o.ty.bind(binding))
         else {
             continue;
         };
@@ -97,11 +95,9 @@ pub fn infer(g: &Graph, errors: &mut Errors) -> Option<Graph> {
         return None;
     }
     let mut typed = g.clone();
-    typed.types = cx
-        .types
-        .into_iter()
-        .map(|t| t.expect("no error, so every value is typed"))
-        .collect();
+    // A value can stay untyped without an error of this pass only when the front end reported
+    // one (an input whose size has no value); the pipeline stops on those errors.
+    typed.types = cx.types.into_iter().collect::<Option<Vec<_>>>()?;
     for (op, kind) in typed.ops.iter_mut().zip(resolved) {
         op.kind = kind;
     }
@@ -110,6 +106,7 @@ pub fn infer(g: &Graph, errors: &mut Errors) -> Option<Graph> {
 
 struct Infer<'a, 'e> {
     g: &'a Graph,
+    binding: &'a [usize],
     types: Vec<Option<Shape>>,
     errors: &'e mut Errors,
     /// Bytes claimed so far against [`MAX_BYTES`].
@@ -501,10 +498,8 @@ impl Infer<'_, '_> {
                 if !*batch_given {
                     ty.dims[0] = crate::ir::Dim::Known(x.batch());
                 }
-                let Some(out) = ty.known() else {
-                    self.error(decl, "reshape: symbolic sizes are not supported yet");
-                    return None;
-                };
+                // A symbol without a value was reported by the front end.
+                let out = ty.bind(self.binding)?;
                 if reserved_bytes(&out).is_none_or(|b| b > MAX_BYTES) {
                     self.error(
                         decl,

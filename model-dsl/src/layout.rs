@@ -158,7 +158,7 @@ fn reuse_candidates(g: &Graph, op: &Op, slot: &[Option<usize>]) -> Vec<usize> {
 /// Where each parameter lives in the prepared parameter buffer (f32 offsets, 64-byte aligned),
 /// plus the slots the loader computes: zero biases for folded layers without one, and the
 /// scale/shift of standalone batch norms.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct ParamLayout {
     pub params: Vec<Slot>,
     /// Per op: a synthesized bias (folded conv/dense without bias).

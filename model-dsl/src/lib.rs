@@ -37,20 +37,40 @@ use crate::diag::Errors;
 pub struct Compiled {
     /// The front end's graph, untyped.
     pub source: ir::Graph,
+    /// One per precompiled shape (one for a network without size symbols).
+    pub variants: Vec<Variant>,
+    /// The prepared parameter buffer, the same for every variant.
+    pub params: layout::ParamLayout,
+    pub weights: Option<weights::WeightsFile>,
+}
+
+/// The network compiled for one binding of its size symbols.
+#[derive(Debug)]
+pub struct Variant {
+    /// The value of each size symbol (indexed like `source.symbols`).
+    pub binding: Vec<usize>,
+    /// `h = 224, w = 224`; empty without symbols.
+    pub label: String,
     /// The typed graph, before fusion.
     pub typed: ir::Graph,
     /// The graph the plan and the generated code are for (typed, fused).
     pub graph: ir::Graph,
     pub planned: layout::Planned,
     pub plan: plan::Plan,
-    pub params: layout::ParamLayout,
-    pub weights: Option<weights::WeightsFile>,
 }
 
 impl Compiled {
-    /// The printed memory plan (what `Model::PLAN` holds).
+    /// The printed memory plan (what `Model::PLAN` holds): one per variant, each under its
+    /// binding when there are symbols.
     pub fn plan_text(&self) -> String {
-        self.plan.render(&self.planned.problem)
+        let mut out = String::new();
+        for v in &self.variants {
+            if !v.label.is_empty() {
+                out.push_str(&format!("variant {}:\n", v.label));
+            }
+            out.push_str(&v.plan.render(&v.planned.problem));
+        }
+        out
     }
 }
 
@@ -61,8 +81,21 @@ fn internal_error(what: &str, detail: &str) -> syn::Error {
     )
 }
 
+/// `h = 224, w = 224`.
+fn label(symbols: &[String], binding: &[usize]) -> String {
+    symbols
+        .iter()
+        .zip(binding)
+        .map(|(s, v)| format!("{s} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Runs every pass. `base_dir` is where relative weights paths start (the directory of the
 /// file containing the macro call); `None` means the crate root (`CARGO_MANIFEST_DIR`).
+///
+/// With size symbols, inference, fusion, planning and verification run once per listed shape;
+/// the first shape whose inference fails stops the compilation, and its errors name the shape.
 pub fn compile(
     def: &syntax::NetworkDef,
     base_dir: Option<PathBuf>,
@@ -70,46 +103,86 @@ pub fn compile(
     let mut errors = Errors::default();
     let mut lowered = front::dsl::lower(def, &mut errors);
     let source = lowered.graph;
-    let typed = infer::infer(&source, &mut errors);
+    let mut typed = Vec::new();
+    if errors.is_empty() {
+        for binding in &source.bindings {
+            let before = errors.len();
+            match infer::infer(&source, binding, &mut errors) {
+                Some(g) => typed.push((binding.clone(), g)),
+                None => {
+                    if !binding.is_empty() {
+                        let l = label(&source.symbols, binding);
+                        errors.annotate_from(before, &format!(" (in the variant {l})"));
+                    }
+                    break;
+                }
+            }
+        }
+    } else {
+        // Still report the shape errors of the parts that were built, once.
+        let binding = source.bindings.first().cloned().unwrap_or_default();
+        infer::infer(&source, &binding, &mut errors);
+    }
     let base_dir = base_dir
         .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
         .unwrap_or_default();
-    let weights = match (&lowered.weights_file, &typed) {
-        (Some(lit), Some(typed)) if errors.is_empty() => {
+    let weights = match (&lowered.weights_file, typed.first()) {
+        (Some(lit), Some((_, g))) if errors.is_empty() => {
             let at = lowered.spans.at(lit.span());
-            weights::check(typed, &lit.value(), at, &base_dir, &mut errors)
+            weights::check(g, &lit.value(), at, &base_dir, &mut errors)
         }
         _ => None,
     };
     if let Some(e) = lowered.spans.render_all(&errors) {
         return Err(e);
     }
-    let typed = typed.expect("inference reports an error whenever it returns no graph");
-    if let Err(msg) = ir::verify::verify(&typed) {
-        return Err(internal_error(
-            &format!("the typed IR is malformed: {msg}"),
-            &ir::print::print(&typed),
-        ));
+    let mut variants = Vec::new();
+    let mut params: Option<layout::ParamLayout> = None;
+    for (binding, typed) in typed {
+        if let Err(msg) = ir::verify::verify(&typed) {
+            return Err(internal_error(
+                &format!("the typed IR is malformed: {msg}"),
+                &ir::print::print(&typed),
+            ));
+        }
+        let graph = fuse::fuse(&typed);
+        if let Err(msg) = ir::verify::verify(&graph) {
+            return Err(internal_error(
+                &format!("fusion broke the IR: {msg}"),
+                &ir::print::print(&graph),
+            ));
+        }
+        let planned = layout::problem(&graph);
+        let plan = plan::plan(&planned.problem);
+        if let Err(msg) = verify::verify(&planned.problem, &plan) {
+            return Err(internal_error(&msg, &plan.render(&planned.problem)));
+        }
+        let layout = layout::param_layout(&graph);
+        match &params {
+            Some(p) if *p != layout => {
+                return Err(internal_error(
+                    "the parameter layout differs between variants",
+                    &ir::print::print(&graph),
+                ))
+            }
+            Some(_) => {}
+            None => params = Some(layout),
+        }
+        variants.push(Variant {
+            label: label(&source.symbols, &binding),
+            binding,
+            typed,
+            graph,
+            planned,
+            plan,
+        });
     }
-    let graph = fuse::fuse(&typed);
-    if let Err(msg) = ir::verify::verify(&graph) {
-        return Err(internal_error(
-            &format!("fusion broke the IR: {msg}"),
-            &ir::print::print(&graph),
-        ));
-    }
-    let planned = layout::problem(&graph);
-    let plan = plan::plan(&planned.problem);
-    if let Err(msg) = verify::verify(&planned.problem, &plan) {
-        return Err(internal_error(&msg, &plan.render(&planned.problem)));
-    }
-    let params = layout::param_layout(&graph);
+    let Some(params) = params else {
+        return Err(internal_error("no variant to compile", ""));
+    };
     Ok(Compiled {
         source,
-        typed,
-        graph,
-        planned,
-        plan,
+        variants,
         params,
         weights,
     })
@@ -120,16 +193,21 @@ pub fn expand(def: syntax::NetworkDef, base_dir: Option<PathBuf>) -> TokenStream
     match compile(&def, base_dir) {
         Ok(c) => {
             let plan_text = c.plan_text();
-            codegen::Model {
-                def: &def,
-                graph: &c.graph,
-                plan: &c.plan,
-                planned: &c.planned,
-                plan_text: &plan_text,
-                params: &c.params,
-                weights: c.weights.as_ref(),
-            }
-            .generate()
+            let variants: Vec<codegen::Model> = c
+                .variants
+                .iter()
+                .map(|v| codegen::Model {
+                    def: &def,
+                    graph: &v.graph,
+                    plan: &v.plan,
+                    planned: &v.planned,
+                    plan_text: &plan_text,
+                    params: &c.params,
+                    weights: c.weights.as_ref(),
+                    label: &v.label,
+                })
+                .collect();
+            codegen::generate(&variants)
         }
         Err(e) => {
             let mut out = e.to_compile_error();

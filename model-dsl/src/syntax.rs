@@ -2,7 +2,10 @@
 //! diagnostic may point at, and its `syn` parser.
 //!
 //! ```text
-//! network  := attr* vis 'net' Ident '(' (Ident ':' type),* ')' '->' (type | '(' type,* ')') block
+//! network  := attr* vis 'net' Ident '(' (Ident ':' type),* ')' '->' (type | '(' type,* ')')
+//!             where? block
+//! where    := 'where' (Ident | '(' Ident,* ')') 'in' '[' (sizes | '(' LitInt,* ')'),* ']'
+//!             (`sizes` is a number or a dlnn literal like `224x224`)
 //! block    := '{' stmt* expr '}'
 //! stmt     := 'weights' LitStr ';' | 'let' (Ident | '(' Ident,* ')') '=' expr ';'
 //! expr     := atom ('.' Ident '(' args ')')*
@@ -38,7 +41,72 @@ pub struct NetworkDef {
     pub name: Ident,
     pub inputs: Vec<InputDecl>,
     pub outputs: Vec<TypeExpr>,
+    /// `where (h, w) in [(224, 224), (320, 320)]`: the shapes to precompile.
+    pub variants: Option<WhereClause>,
     pub body: Body,
+}
+
+/// The size symbols and the values to compile them for, one entry per variant.
+#[derive(Debug)]
+pub struct WhereClause {
+    pub names: Vec<Ident>,
+    /// Each variant's sizes, in the order of `names`, with the span of the entry.
+    pub values: Vec<(Vec<Num>, Span)>,
+    pub span: Span,
+}
+
+impl Parse for WhereClause {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let kw = input.parse::<Token![where]>()?;
+        let names = if input.peek(syn::token::Paren) {
+            let content;
+            parenthesized!(content in input);
+            Punctuated::<Ident, Token![,]>::parse_terminated(&content)?
+                .into_iter()
+                .collect()
+        } else {
+            vec![input.parse()?]
+        };
+        input.parse::<Token![in]>()?;
+        let content;
+        bracketed!(content in input);
+        let mut values = Vec::new();
+        while !content.is_empty() {
+            if content.peek(syn::token::Paren) {
+                let inner;
+                let paren = parenthesized!(inner in content);
+                let mut nums = Vec::new();
+                for lit in Punctuated::<LitInt, Token![,]>::parse_terminated(&inner)? {
+                    nums.push(Num {
+                        value: lit.base10_parse()?,
+                        span: lit.span(),
+                    });
+                }
+                values.push((nums, paren.span.join()));
+            } else {
+                let lit: LitInt = content.parse().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "expected sizes like `224`, `224x224` or `(224, 224)`",
+                    )
+                })?;
+                let (nums, dtype) = dims(&lit)?;
+                if let Some(d) = dtype {
+                    return Err(syn::Error::new(d.span, "expected sizes, not a type"));
+                }
+                values.push((nums, lit.span()));
+            }
+            if content.is_empty() {
+                break;
+            }
+            content.parse::<Token![,]>()?;
+        }
+        Ok(WhereClause {
+            names,
+            values,
+            span: kw.span,
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -245,6 +313,11 @@ impl Parse for NetworkDef {
         } else {
             vec![input.parse()?]
         };
+        let variants = if input.peek(Token![where]) {
+            Some(input.parse()?)
+        } else {
+            None
+        };
         let body;
         braced!(body in input);
         let body = body.parse()?;
@@ -257,6 +330,7 @@ impl Parse for NetworkDef {
             name,
             inputs,
             outputs,
+            variants,
             body,
         })
     }

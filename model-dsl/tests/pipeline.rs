@@ -71,8 +71,9 @@ fn plans_match_snapshots() {
 fn verifier_rejects_a_corrupted_real_plan() {
     for def in networks() {
         let c = kiln_dsl::compile(&def, Some(tests_dir())).unwrap();
-        kiln_dsl::verify::verify(&c.planned.problem, &c.plan).unwrap();
-        let mut bad = c.plan.clone();
+        let v = &c.variants[0];
+        kiln_dsl::verify::verify(&v.planned.problem, &v.plan).unwrap();
+        let mut bad = v.plan.clone();
         let placed: Vec<usize> = bad
             .values
             .iter()
@@ -89,7 +90,7 @@ fn verifier_rejects_a_corrupted_real_plan() {
             s.offset = 0;
         }
         assert!(
-            kiln_dsl::verify::verify(&c.planned.problem, &bad).is_err(),
+            kiln_dsl::verify::verify(&v.planned.problem, &bad).is_err(),
             "{}: corrupted plan accepted",
             def.name
         );
@@ -138,12 +139,19 @@ fn ir_matches_snapshots_per_stage() {
         let c = kiln_dsl::compile(def, Some(tests_dir()))
             .unwrap_or_else(|e| panic!("{}: {e}", def.name));
         let print = kiln_dsl::ir::print::print;
-        let text = format!(
-            "== front end\n{}\n== inferred\n{}\n== fused\n{}",
-            print(&c.source),
-            print(&c.typed),
-            print(&c.graph)
-        );
+        let mut text = format!("== front end\n{}", print(&c.source));
+        for v in &c.variants {
+            let at = if v.label.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.label)
+            };
+            text += &format!(
+                "\n== inferred{at}\n{}\n== fused{at}\n{}",
+                print(&v.typed),
+                print(&v.graph)
+            );
+        }
         let snap =
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/{}.ir", def.name));
         if std::env::var_os("KILN_BLESS").is_some() {

@@ -89,6 +89,24 @@ pub enum Error {
         /// The shape the model expects.
         expected: &'static [usize],
     },
+    /// The inputs' shapes are none of the shapes the model was compiled for (a model with
+    /// several precompiled shapes, `where ... in [...]`).
+    UnknownShape {
+        /// The first input that matches no variant, with the variants still possible before it.
+        name: &'static str,
+        /// Its shape, or `[len]` when it was passed without one.
+        got: Vec<usize>,
+        /// Whether `got` is a shape (`true`) or only an element count.
+        with_shape: bool,
+        /// That input's shape in each variant the model has.
+        listed: Vec<&'static [usize]>,
+    },
+    /// Inputs passed without shapes match several variants by length; pass them with their
+    /// shapes (a [`Tensor`](crate::Tensor)) to say which.
+    AmbiguousShape {
+        /// The matching variants' input shapes.
+        candidates: Vec<&'static [&'static [usize]]>,
+    },
 }
 
 /// Writes `input `name`` or just `input` when the name is not known.
@@ -169,6 +187,40 @@ impl fmt::Display for Error {
                 "weights: tensor `{tensor}` has shape {file:?} in the file, the model expects \
                  {expected:?}"
             ),
+            Error::UnknownShape {
+                name,
+                got,
+                with_shape,
+                listed,
+            } => {
+                if *with_shape {
+                    write!(f, "input `{name}` has shape {got:?}, ")?;
+                } else {
+                    write!(
+                        f,
+                        "input `{name}` has {} values, ",
+                        got.first().unwrap_or(&0)
+                    )?;
+                }
+                write!(f, "but the model was compiled for the shapes ")?;
+                for (i, s) in listed.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{s:?}")?;
+                }
+                Ok(())
+            }
+            Error::AmbiguousShape { candidates } => {
+                write!(f, "the inputs' lengths fit several compiled shapes (")?;
+                for (i, s) in candidates.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{s:?}")?;
+                }
+                write!(f, "); pass them as kiln::Tensor with their shapes")
+            }
         }
     }
 }

@@ -34,7 +34,7 @@ pub fn isa() -> &'static str {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::arena::{arena_f32, io, Aligned, AlignedBuf};
-    pub use crate::tensor::input;
+    pub use crate::tensor::{input, select_variant};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
     pub use crate::{Arena, AsInput, Error, Tensor};
 }

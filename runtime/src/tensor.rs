@@ -17,14 +17,14 @@ use crate::Error;
 #[derive(Clone, Copy, PartialEq)]
 pub struct Tensor<'a> {
     data: &'a [f32],
-    shape: &'static [usize],
+    shape: &'a [usize],
 }
 
 impl<'a> Tensor<'a> {
     /// Pairs `data` with its shape. The generated code guarantees `data.len()` is the product of
     /// `shape`; other callers should keep that invariant too.
     #[inline]
-    pub fn new(data: &'a [f32], shape: &'static [usize]) -> Self {
+    pub fn new(data: &'a [f32], shape: &'a [usize]) -> Self {
         debug_assert_eq!(
             shape.iter().product::<usize>(),
             data.len(),
@@ -35,7 +35,7 @@ impl<'a> Tensor<'a> {
 
     /// The tensor's dimensions, outermost first.
     #[inline]
-    pub fn shape(&self) -> &'static [usize] {
+    pub fn shape(&self) -> &'a [usize] {
         self.shape
     }
 
@@ -111,6 +111,13 @@ impl fmt::Debug for Tensor<'_> {
 pub trait AsInput {
     /// The values, or an error saying why the bytes cannot be read as `f32`s in place.
     fn as_f32(&self) -> Result<&[f32], Error>;
+
+    /// The input's shape, when it carries one (a [`Tensor`]). A model compiled for several
+    /// shapes picks its variant by it; without one, by the number of values.
+    #[inline]
+    fn shape(&self) -> Option<&[usize]> {
+        None
+    }
 }
 
 impl AsInput for [f32] {
@@ -138,6 +145,10 @@ impl AsInput for Tensor<'_> {
     #[inline]
     fn as_f32(&self) -> Result<&[f32], Error> {
         Ok(self.data)
+    }
+    #[inline]
+    fn shape(&self) -> Option<&[usize]> {
+        Some(self.shape)
     }
 }
 
@@ -168,6 +179,72 @@ impl<T: AsInput + ?Sized> AsInput for &T {
     #[inline]
     fn as_f32(&self) -> Result<&[f32], Error> {
         (**self).as_f32()
+    }
+    #[inline]
+    fn shape(&self) -> Option<&[usize]> {
+        (**self).shape()
+    }
+}
+
+/// One input as `select_variant` sees it: its name, its shape if it carries one, and its length.
+pub type InputInfo<'a> = (&'static str, Option<&'a [usize]>, usize);
+
+/// The variant of a model compiled for several shapes whose input shapes the inputs have:
+/// `variants[k][i]` is input `i`'s shape in variant `k`. An input with a shape must match it
+/// exactly; one without is matched by its number of values. Allocates only on error.
+pub fn select_variant(
+    inputs: &[InputInfo<'_>],
+    variants: &'static [&'static [&'static [usize]]],
+) -> Result<usize, Error> {
+    let fits = |k: usize, i: usize| -> bool {
+        let want = variants[k][i];
+        match inputs[i].1 {
+            Some(shape) => shape == want,
+            None => inputs[i].2 == want.iter().product::<usize>(),
+        }
+    };
+    let mut found = None;
+    let mut ambiguous = false;
+    for k in 0..variants.len() {
+        if (0..inputs.len()).all(|i| fits(k, i)) {
+            if found.is_some() {
+                ambiguous = true;
+            } else {
+                found = Some(k);
+            }
+        }
+    }
+    match found {
+        Some(_) if ambiguous => Err(Error::AmbiguousShape {
+            candidates: (0..variants.len())
+                .filter(|&k| (0..inputs.len()).all(|i| fits(k, i)))
+                .map(|k| variants[k])
+                .collect(),
+        }),
+        Some(k) => Ok(k),
+        None => {
+            // Name the first input that no variant accepts, given the inputs before it.
+            let mut alive: Vec<usize> = (0..variants.len()).collect();
+            for (i, &(name, shape, len)) in inputs.iter().enumerate() {
+                let next: Vec<usize> = alive.iter().copied().filter(|&k| fits(k, i)).collect();
+                if next.is_empty() {
+                    let mut listed: Vec<&'static [usize]> = Vec::new();
+                    for &k in &alive {
+                        if !listed.contains(&variants[k][i]) {
+                            listed.push(variants[k][i]);
+                        }
+                    }
+                    return Err(Error::UnknownShape {
+                        name,
+                        got: shape.map_or_else(|| vec![len], <[usize]>::to_vec),
+                        with_shape: shape.is_some(),
+                        listed,
+                    });
+                }
+                alive = next;
+            }
+            unreachable!("some input rules out every variant")
+        }
     }
 }
 
@@ -325,6 +402,44 @@ mod tests {
                 name: None,
                 offset: 2
             })
+        );
+    }
+}
+
+#[cfg(test)]
+mod variant_tests {
+    use super::*;
+
+    static VARIANTS: &[&[&[usize]]] = &[&[&[1, 3, 8, 8]], &[&[1, 3, 12, 12]], &[&[1, 3, 4, 16]]];
+
+    #[test]
+    fn picks_by_shape_or_by_length() {
+        assert_eq!(
+            select_variant(&[("x", Some(&[1, 3, 12, 12]), 432)], VARIANTS),
+            Ok(1)
+        );
+        assert_eq!(select_variant(&[("x", None, 192)], VARIANTS).ok(), None);
+        assert_eq!(select_variant(&[("x", None, 432)], VARIANTS), Ok(1));
+    }
+
+    #[test]
+    fn unknown_shapes_list_the_compiled_ones() {
+        let e = select_variant(&[("x", Some(&[1, 3, 9, 9]), 243)], VARIANTS).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "input `x` has shape [1, 3, 9, 9], but the model was compiled for the shapes \
+             [1, 3, 8, 8], [1, 3, 12, 12], [1, 3, 4, 16]"
+        );
+    }
+
+    #[test]
+    fn equal_lengths_are_ambiguous_without_a_shape() {
+        // [1,3,8,8] and [1,3,4,16] both hold 192 values.
+        let e = select_variant(&[("x", None, 192)], VARIANTS).unwrap_err();
+        assert!(matches!(e, Error::AmbiguousShape { .. }), "{e}");
+        assert_eq!(
+            select_variant(&[("x", Some(&[1, 3, 4, 16]), 192)], VARIANTS),
+            Ok(2)
         );
     }
 }

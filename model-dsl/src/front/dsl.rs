@@ -26,7 +26,7 @@ use crate::ir::{
 };
 use crate::syntax::{
     error_range, Arg, Body, Dtype, Expr, NetworkDef, ParamName, ParamType, SizeExpr, Stmt,
-    TypeExpr, TypeKind, Value,
+    TypeExpr, TypeKind, Value, WhereClause,
 };
 
 /// The operations the DSL knows, for "unknown operation" messages.
@@ -117,6 +117,7 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         scope: HashMap::new(),
         errors,
         param_keys: HashMap::new(),
+        symbol_spans: Vec::new(),
     };
     for (i, input) in def.inputs.iter().enumerate() {
         let Some(ty) = cx.declared_type(&input.ty, None) else {
@@ -149,6 +150,7 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         }
     }
     let weights_file = cx.body(&def.body, def);
+    cx.variants(def.variants.as_ref());
     Lowered {
         graph: cx.graph,
         spans: cx.spans,
@@ -163,6 +165,8 @@ pub(super) struct Builder<'e> {
     scope: HashMap<String, Option<ValueId>>,
     errors: &'e mut Errors,
     param_keys: HashMap<String, Span>,
+    /// Where each size symbol was first written.
+    symbol_spans: Vec<Span>,
 }
 
 impl Builder<'_> {
@@ -313,12 +317,14 @@ impl Builder<'_> {
                     return None;
                 }
                 SizeExpr::Num(n) => Dim::Known(n.value),
-                SizeExpr::Sym(name) => {
-                    let name = name.to_string();
+                SizeExpr::Sym(sym) => {
+                    let name = sym.to_string();
+                    let span = sym.span();
                     let id = match self.graph.symbols.iter().position(|s| *s == name) {
                         Some(i) => i,
                         None => {
                             self.graph.symbols.push(name);
+                            self.symbol_spans.push(span);
                             self.graph.symbols.len() - 1
                         }
                     };
@@ -342,6 +348,100 @@ impl Builder<'_> {
             dims,
             kind: Kind::Tensor,
         })
+    }
+
+    /// The `where` clause: one binding of the size symbols per listed shape. Every symbol a type
+    /// uses must be listed, every listed name must be used, and every entry gives one size per
+    /// name.
+    fn variants(&mut self, clause: Option<&WhereClause>) {
+        let Some(w) = clause else {
+            for (name, span) in self
+                .graph
+                .symbols
+                .clone()
+                .iter()
+                .zip(self.symbol_spans.clone())
+            {
+                self.error(span, format!("the size `{name}` has no value: list the shapes to compile after the output type, like `where {name} in [1, 8]`"));
+            }
+            self.graph.bindings = vec![Vec::new()];
+            return;
+        };
+        let before = self.error_count();
+        let mut slot = Vec::new();
+        for (i, name) in w.names.iter().enumerate() {
+            if w.names[..i].iter().any(|n| n == name) {
+                self.error(name.span(), format!("`{name}` is listed twice"));
+            }
+            match self.graph.symbols.iter().position(|s| name == s) {
+                Some(s) => slot.push(s),
+                None => self.error(
+                    name.span(),
+                    format!(
+                        "`{name}` is not a size of any declared type; the types name {}",
+                        if self.graph.symbols.is_empty() {
+                            "no sizes".to_string()
+                        } else {
+                            self.graph
+                                .symbols
+                                .iter()
+                                .map(|s| format!("`{s}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    ),
+                ),
+            }
+        }
+        for (name, span) in self
+            .graph
+            .symbols
+            .clone()
+            .iter()
+            .zip(self.symbol_spans.clone())
+        {
+            if !w.names.iter().any(|n| n == name) {
+                self.error(
+                    span,
+                    format!("the size `{name}` is not listed in the `where` clause"),
+                );
+            }
+        }
+        if w.values.is_empty() {
+            self.error(w.span, "`where` lists no shapes");
+        }
+        let mut bindings: Vec<Vec<usize>> = Vec::new();
+        for (nums, span) in &w.values {
+            if nums.len() != w.names.len() {
+                let names: Vec<String> = w.names.iter().map(|n| n.to_string()).collect();
+                self.error(
+                    *span,
+                    format!(
+                        "this entry gives {} for {} ({})",
+                        plural(nums.len(), "size"),
+                        plural(names.len(), "name"),
+                        names.join(", ")
+                    ),
+                );
+                continue;
+            }
+            if let Some(zero) = nums.iter().find(|n| n.value == 0) {
+                self.error(zero.span, "sizes must be at least 1");
+                continue;
+            }
+            let mut b = vec![0; self.graph.symbols.len()];
+            for (&s, n) in slot.iter().zip(nums) {
+                b[s] = n.value;
+            }
+            if bindings.contains(&b) {
+                self.error(*span, "this shape is listed twice");
+                continue;
+            }
+            bindings.push(b);
+        }
+        if self.error_count() == before {
+            self.graph.bindings = bindings;
+        }
     }
 
     fn check_dtype(&mut self, dtype: &Dtype) -> Option<DType> {

@@ -376,6 +376,9 @@ pub struct Graph {
     pub outputs: Vec<Output>,
     /// Names of the size symbols the declared types use.
     pub symbols: Vec<String>,
+    /// The values to compile the symbols for: one binding per variant, each indexed by `SymId`.
+    /// A graph without symbols has one empty binding.
+    pub bindings: Vec<Vec<usize>>,
     /// Side table: the shape of every value, indexed by `ValueId`. Empty until inference.
     pub types: Vec<Shape>,
 }

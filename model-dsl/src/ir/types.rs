@@ -83,6 +83,12 @@ impl fmt::Display for DType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SymId(pub u32);
 
+impl SymId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// One dimension of a declared type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {
@@ -112,12 +118,18 @@ pub struct TensorType {
 impl TensorType {
     /// The concrete shape, if no dimension is symbolic.
     pub fn known(&self) -> Option<Shape> {
+        self.bind(&[])
+    }
+
+    /// The concrete shape with each symbol `SymId(i)` standing for `binding[i]`; `None` if a
+    /// symbol has no value.
+    pub fn bind(&self, binding: &[usize]) -> Option<Shape> {
         let dims = self
             .dims
             .iter()
             .map(|d| match d {
                 Dim::Known(n) => Some(*n),
-                Dim::Sym(_) => None,
+                Dim::Sym(s) => binding.get(s.index()).copied(),
             })
             .collect::<Option<Vec<_>>>()?;
         Some(Shape {

@@ -62,11 +62,12 @@ const _: () = {
         pub const ARENA_NAIVE_BYTES: usize = 175616usize;
         /// f32 values in the prepared parameter buffer.
         pub const PARAMS_LEN: usize = 17264usize;
-        /// Shapes of the inputs, in declaration order.
+        /// Shapes of the inputs, in declaration order (of the first variant, if
+        /// there are several).
         pub const INPUT_SHAPES: &'static [&'static [usize]] = &[
             &[32usize, 1usize, 8usize, 8usize],
         ];
-        /// Shapes of the outputs, in declaration order.
+        /// Shapes of the outputs, in declaration order (of the first variant).
         pub const OUTPUT_SHAPES: &'static [&'static [usize]] = &[&[32usize, 10usize]];
         /// The memory plan, printed.
         pub const PLAN: &'static str = "memory plan: arena 163840 B, lower bound 163840 B, naive 175616 B (6 steps)\n  value              offset     bytes  live          storage\n  %0 x (input)            -      8192  -             external\n  %7 h = conv2d           0    131072  [0, 1]        own\n  %8 h = max_pool    131072     32768  [1, 3]        own\n  %9 = flatten       131072     32768  [1, 3]        alias of %8 h = max_pool\n  %10 h = dense           0      8192  [3, 4]        own\n  %11 = dense          8192      1280  [4, 6]        own\n  %12 = softmax        8192      1280  [4, 6]        in-place, storage of %11 = dense, output\n  scratch @0         131072      2304  [0, 0]        scratch\n";
@@ -137,9 +138,10 @@ const _: () = {
                 ),
             )
         }
-        /// Runs the network in a caller-provided arena of at least `ARENA_BYTES`
-        /// bytes (plus up to 63 bytes if it is not 64-byte aligned); the outputs
-        /// borrow from it. Allocates nothing.
+        /// Runs the network in a caller-provided arena of at least `ARENA_BYTES` bytes
+        /// (with several precompiled shapes, the chosen variant's
+        /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
+        /// the outputs borrow from it. Allocates nothing.
         pub fn run_in<'a, X0: ?Sized + ::kiln::__private::AsInput>(
             &self,
             arena: &'a mut [u8],
@@ -154,9 +156,13 @@ const _: () = {
                 x,
                 2048usize,
             )?;
-            let arena = ::kiln::__private::arena_f32(arena, 163840usize)?;
             ::core::result::Result::Ok(
-                Self::exec(self.kernels, self.params.as_slice(), arena, __x0),
+                Self::exec(
+                    self.kernels,
+                    self.params.as_slice(),
+                    ::kiln::__private::arena_f32(arena, 163840usize)?,
+                    __x0,
+                ),
             )
         }
         #[allow(unused_variables, clippy::too_many_arguments)]
