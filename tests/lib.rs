@@ -128,6 +128,27 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// Data movement and arithmetic on every dtype: gather with run-time i64 indices and with
+    /// constant ones, transpose of u8, casts, a strided slice and a reduction of f64, squeeze /
+    /// unsqueeze, and an f64 matmul.
+    pub net DataMove(x: tensor<f32[4, 5]>, idx: tensor<i64[3]>, b: tensor<u8[2, 3, 4]>, d: tensor<f64[3, 4]>)
+        -> (tensor<f32[3, 5]>, tensor<u8[4, 2, 3]>, tensor<f32[2, 3, 4]>, tensor<f64[2, 2]>,
+            tensor<f64[3, 1]>, tensor<f64[3]>, tensor<f32[20, 1]>, tensor<u8[2, 3, 4]>, tensor<f64[3, 3]>)
+    {
+        let y0 = gather(x, idx, axis = 0);
+        let y1 = transpose(b, [2, 0, 1]);
+        let y2 = cast(b, f32);
+        let y3 = slice(d, starts = [1, 0], ends = [3, 4], axes = [0, 1], steps = [1, 2]);
+        let y4 = reduce_sum(d, axes = [1]);
+        let y5 = cast(idx, f64);
+        let y6 = unsqueeze(squeeze(reshape(x, [1, 20, 1]), axes = [0, 2]), axes = [1]);
+        let y7 = gather(b, [1, 0, 1], axis = 1);
+        let y8 = matmul(d, transpose(d, [1, 0]));
+        (y0, y1, y2, y3, y4, y5, y6, y7, y8)
+    }
+}
+
 /// A reference input/output pair computed by onnxruntime.
 #[derive(Debug)]
 pub struct Golden {
@@ -174,6 +195,30 @@ pub fn f32_tensors(path: &str) -> std::collections::HashMap<String, (Vec<f32>, V
             (name, (data, t.shape().to_vec()))
         })
         .collect()
+}
+
+/// One tensor of `data/<path>` in its own element type (little-endian in the file), with its
+/// shape. Panics if it is missing or has another dtype.
+pub fn tensor_of<T: bytemuck::Pod>(path: &str, name: &str) -> (Vec<T>, Vec<usize>) {
+    let full = format!("{}/data/{path}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
+    let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{full}: {e}"));
+    let t = st
+        .tensor(name)
+        .unwrap_or_else(|e| panic!("{full}: `{name}`: {e}"));
+    assert_eq!(
+        t.dtype().bitsize(),
+        8 * std::mem::size_of::<T>(),
+        "{full}: `{name}` has dtype {:?}",
+        t.dtype()
+    );
+    // The file is little-endian; so is every target kiln's tests run on.
+    let data = t
+        .data()
+        .chunks_exact(std::mem::size_of::<T>())
+        .map(bytemuck::pod_read_unaligned)
+        .collect();
+    (data, t.shape().to_vec())
 }
 
 /// Bytes of a test data file.

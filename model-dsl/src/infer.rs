@@ -101,6 +101,18 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
     for (op, kind) in typed.ops.iter_mut().zip(resolved) {
         op.kind = kind;
     }
+    // An output must live in the arena, which the caller borrows it from: an output that is an
+    // input's own bytes (or a view of them, which only the resolved graph knows: a reshape, a
+    // squeeze, a transpose that moves nothing) gets copied there.
+    for i in 0..typed.outputs.len() {
+        let (v, at) = (typed.outputs[i].value, typed.outputs[i].ty_loc);
+        if typed.is_external(v) {
+            let shape = typed.shape(v).clone();
+            let copy = typed.add_op(OpKind::Copy, vec![v], 1, at, vec![at], None)[0];
+            typed.types.push(shape);
+            typed.outputs[i].value = copy;
+        }
+    }
     Some(typed)
 }
 
@@ -167,6 +179,7 @@ impl Infer<'_, '_> {
         let x = &args[0];
         let decl = op.decl.unwrap_or(op.loc);
         let mut kind = op.kind.clone();
+        self.dtypes(op, &args)?;
         let out = match &mut kind {
             OpKind::Conv2d {
                 c_in,
@@ -344,6 +357,168 @@ impl Infer<'_, '_> {
                 *axes = norm.iter().map(|&a| a as i64).collect();
                 let kind = if *keepdims { x.kind } else { Kind::Tensor };
                 Shape::new(x.dtype, dims, kind)
+            }
+            OpKind::Cast(to) => {
+                let k = if *to == crate::ir::DType::F32 {
+                    x.kind
+                } else {
+                    Kind::Tensor
+                };
+                Shape::new(*to, x.dims.clone(), k)
+            }
+            OpKind::Gather { axis, indices } => {
+                let a = self.axis(*axis, x, name, decl)?;
+                *axis = a as i64;
+                let len = x.dims[a];
+                let idx_dims = match indices {
+                    Some(list) => {
+                        if let Some(bad) =
+                            list.iter().find(|&&i| i < -(len as i64) || i >= len as i64)
+                        {
+                            self.error(decl, format!("gather: index {bad} is out of range for axis {a} of {x}, which has size {len}"));
+                            return None;
+                        }
+                        vec![list.len()]
+                    }
+                    None => {
+                        let idx = &args[1];
+                        if !matches!(idx.dtype, crate::ir::DType::I64 | crate::ir::DType::I32) {
+                            self.error(
+                                op.arg_loc(1),
+                                format!("gather: the indices are {idx}; expected i64 or i32"),
+                            );
+                            return None;
+                        }
+                        idx.dims.clone()
+                    }
+                };
+                let mut dims = x.dims[..a].to_vec();
+                dims.extend(idx_dims);
+                dims.extend(&x.dims[a + 1..]);
+                if dims.len() > crate::ir::MAX_RANK {
+                    self.error(
+                        op.loc,
+                        format!(
+                            "gather: the result would have more than {} dimensions",
+                            crate::ir::MAX_RANK
+                        ),
+                    );
+                    return None;
+                }
+                Shape::tensor(x.dtype, dims)
+            }
+            OpKind::Slice {
+                starts,
+                ends,
+                axes,
+                steps,
+            } => {
+                let n = starts.len();
+                let given_axes = if axes.is_empty() {
+                    (0..n as i64).collect()
+                } else {
+                    axes.clone()
+                };
+                let given_steps = if steps.is_empty() {
+                    vec![1; n]
+                } else {
+                    steps.clone()
+                };
+                if ends.len() != n || given_axes.len() != n || given_steps.len() != n {
+                    self.error(decl, format!("slice: starts, ends, axes and steps need the same length ({n} starts, {} ends, {} axes, {} steps)", ends.len(), given_axes.len(), given_steps.len()));
+                    return None;
+                }
+                let mut first = vec![0i64; x.rank()];
+                let mut stride = vec![1i64; x.rank()];
+                let mut dims = x.dims.clone();
+                let mut seen = vec![false; x.rank()];
+                for i in 0..n {
+                    let a = self.axis(given_axes[i], x, name, decl)?;
+                    if std::mem::replace(&mut seen[a], true) {
+                        self.error(decl, format!("slice: axis {a} is given twice"));
+                        return None;
+                    }
+                    let step = given_steps[i];
+                    if step == 0 {
+                        self.error(decl, "slice: steps must not be 0");
+                        return None;
+                    }
+                    let (start, count) = slice_axis(starts[i], ends[i], step, x.dims[a] as i64);
+                    first[a] = start;
+                    stride[a] = step;
+                    dims[a] = count;
+                }
+                *starts = first;
+                *steps = stride;
+                ends.clear();
+                axes.clear();
+                Shape::tensor(x.dtype, dims)
+            }
+            OpKind::Squeeze { axes } => {
+                let mut drop = Vec::new();
+                for &a in axes.iter() {
+                    let a = self.axis(a, x, name, decl)?;
+                    if x.dims[a] != 1 {
+                        self.error(
+                            decl,
+                            format!("squeeze: axis {a} of {x} has size {}, not 1", x.dims[a]),
+                        );
+                        return None;
+                    }
+                    drop.push(a);
+                }
+                let dims: Vec<usize> = x
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, &d)| {
+                        if axes.is_empty() {
+                            d != 1
+                        } else {
+                            !drop.contains(&i)
+                        }
+                    })
+                    .map(|(_, &d)| d)
+                    .collect();
+                let out = Shape::tensor(x.dtype, dims);
+                let to = out.dims.iter().map(|&d| d as i64).collect();
+                return Some((OpKind::Reshape(ReshapeTo::Dims(to)), vec![out]));
+            }
+            OpKind::Unsqueeze { axes } => {
+                let rank = x.rank() + axes.len();
+                let probe = Shape::tensor(x.dtype, vec![1; rank]);
+                let mut at = Vec::new();
+                for &a in axes.iter() {
+                    let a = self.axis(a, &probe, name, decl)?;
+                    if at.contains(&a) {
+                        self.error(decl, format!("unsqueeze: axis {a} is given twice"));
+                        return None;
+                    }
+                    at.push(a);
+                }
+                if rank > crate::ir::MAX_RANK {
+                    self.error(
+                        decl,
+                        format!(
+                            "unsqueeze: the result would have more than {} dimensions",
+                            crate::ir::MAX_RANK
+                        ),
+                    );
+                    return None;
+                }
+                let mut rest = x.dims.iter();
+                let dims: Vec<usize> = (0..rank)
+                    .map(|i| {
+                        if at.contains(&i) {
+                            1
+                        } else {
+                            *rest.next().unwrap_or(&1)
+                        }
+                    })
+                    .collect();
+                let out = Shape::tensor(x.dtype, dims);
+                let to = out.dims.iter().map(|&d| d as i64).collect();
+                return Some((OpKind::Reshape(ReshapeTo::Dims(to)), vec![out]));
             }
             OpKind::Split { axis, sizes } => {
                 let a = self.axis(*axis, x, name, decl)?;
@@ -539,6 +714,46 @@ impl Infer<'_, '_> {
         Some((kind, vec![out]))
     }
 
+    /// The element types an op accepts: most arithmetic is f32; data movement takes any dtype.
+    fn dtypes(&mut self, op: &Op, args: &[Shape]) -> Option<()> {
+        use crate::ir::{Act, DType};
+        let name = match op.kind {
+            OpKind::Unary(Act::Relu) => "relu",
+            OpKind::Unary(Act::Clip { .. }) => "clip",
+            OpKind::Unary(Act::LeakyRelu { .. }) => "leaky_relu",
+            OpKind::Unary(Act::Sigmoid) => "sigmoid",
+            OpKind::Unary(Act::Tanh) => "tanh",
+            _ => op.kind.name(),
+        };
+        let x = &args[0];
+        let ok = match &op.kind {
+            OpKind::Conv2d { .. }
+            | OpKind::Dense { .. }
+            | OpKind::BatchNorm { .. }
+            | OpKind::Unary(_)
+            | OpKind::Pool { .. }
+            | OpKind::GlobalAvgPool
+            | OpKind::Softmax { .. }
+            | OpKind::Math(_)
+            | OpKind::Pad { .. } => x.dtype == DType::F32,
+            OpKind::MatMul => matches!(x.dtype, DType::F32 | DType::F64),
+            OpKind::Binary(_) | OpKind::Reduce { .. } => {
+                !matches!(x.dtype, DType::U8 | DType::Bool)
+            }
+            _ => true,
+        };
+        if !ok {
+            let wants = match &op.kind {
+                OpKind::MatMul => "f32 or f64",
+                OpKind::Binary(_) | OpKind::Reduce { .. } => "f32, f64, i64 or i32",
+                _ => "f32",
+            };
+            self.error(op.arg_loc(0), format!("{name}: the input is {x}, but {name} computes in {wants}; convert it first with `cast(x, f32)`"));
+            return None;
+        }
+        Some(())
+    }
+
     /// An axis of `x`, negative counting from the end, as an index.
     fn axis(&mut self, axis: i64, x: &Shape, op: &str, at: Loc) -> Option<usize> {
         let rank = x.rank() as i64;
@@ -681,6 +896,25 @@ pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
         .collect::<Option<Vec<_>>>()?;
     let kind = if a.rank() >= b.rank() { a.kind } else { b.kind };
     Some(Shape::new(a.dtype, dims, kind))
+}
+
+/// ONNX `Slice` on one axis of size `dim`: the first index taken and how many, with ONNX's
+/// clamping of out-of-range bounds.
+fn slice_axis(start: i64, end: i64, step: i64, dim: i64) -> (i64, usize) {
+    if dim == 0 {
+        return (0, 0);
+    }
+    let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+    let (start, end) = (wrap(start), wrap(end));
+    // `(span - 1) / |step| + 1` elements: no overflow for any step.
+    let count = |span: i64| (span as u64 - 1) / step.unsigned_abs() + 1;
+    if step > 0 {
+        let (s, e) = (start.clamp(0, dim), end.clamp(0, dim));
+        (s, if e > s { count(e - s) as usize } else { 0 })
+    } else {
+        let (s, e) = (start.clamp(0, dim - 1), end.clamp(-1, dim - 1));
+        (s, if s > e { count(s - e) as usize } else { 0 })
+    }
 }
 
 /// Bytes the planner reserves for a tensor: its data rounded up to the 64-byte alignment (at

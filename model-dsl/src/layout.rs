@@ -130,7 +130,12 @@ pub fn problem(g: &Graph) -> Planned {
 /// (Broadcasting arithmetic above rank 4 runs the out-of-place `binary_nd` only.)
 fn elementwise_args<'a>(g: &Graph, op: &'a Op) -> &'a [ValueId] {
     match op.kind {
-        OpKind::Binary(_) if g.shape(op.result()).rank() > 4 => &[],
+        OpKind::Binary(_)
+            if g.shape(op.result()).rank() > 4
+                || g.shape(op.result()).dtype != crate::ir::DType::F32 =>
+        {
+            &[]
+        }
         OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Softmax { .. } | OpKind::Math(_) => &op.args,
         OpKind::BatchNorm { .. } => &op.args[..1],
         _ => &[],

@@ -20,31 +20,39 @@ use core::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// An input holds the wrong number of `f32` values.
+    /// An input holds the wrong number of values.
     InputLength {
         /// The input's name in the network declaration.
         name: &'static str,
         /// The input's declared type, as written in the DSL (e.g. `fm<1xf32[8,8]>`).
         ty: &'static str,
-        /// How many `f32` values the model expects.
+        /// Its element type (`f32`, `i64`, ...).
+        dtype: &'static str,
+        /// How many values the model expects.
         expected: usize,
         /// How many it was given.
         got: usize,
     },
-    /// An input given as bytes is not a whole number of `f32` values.
-    InputNotWholeF32s {
-        /// The input's name, when known (it is not inside [`AsInput::as_f32`](crate::AsInput)).
+    /// An input given as bytes is not a whole number of values.
+    InputNotWhole {
+        /// The input's name, when known (it is not inside [`AsInput::values`](crate::AsInput)).
         name: Option<&'static str>,
         /// The byte length that was given.
         bytes: usize,
+        /// The element type the bytes should hold.
+        dtype: &'static str,
+        /// Its size in bytes.
+        size: usize,
     },
-    /// An input given as bytes does not start on a 4-byte boundary, so it cannot be viewed as
-    /// `f32` values without copying.
+    /// An input given as bytes does not start on a boundary of its element type's alignment, so
+    /// it cannot be viewed as values without copying.
     InputMisaligned {
-        /// The input's name, when known (it is not inside [`AsInput::as_f32`](crate::AsInput)).
+        /// The input's name, when known (it is not inside [`AsInput::values`](crate::AsInput)).
         name: Option<&'static str>,
-        /// How many bytes past the previous 4-byte boundary the data starts.
+        /// How many bytes past the previous boundary the data starts.
         offset: usize,
+        /// The alignment the element type needs.
+        align: usize,
     },
     /// A caller-provided arena is smaller than the model's memory plan.
     ArenaTooSmall {
@@ -101,6 +109,17 @@ pub enum Error {
         /// That input's shape in each variant the model has.
         listed: Vec<&'static [usize]>,
     },
+    /// An index read at run time (by `gather`) is outside the axis it indexes.
+    IndexOutOfRange {
+        /// The operation, e.g. `gather`.
+        op: &'static str,
+        /// Where in the indices tensor the bad index is (flat, row-major).
+        position: usize,
+        /// The index.
+        index: i64,
+        /// The size of the axis; valid indices are `-len..len`.
+        len: usize,
+    },
     /// Inputs passed without shapes match several variants by length; pass them with their
     /// shapes (a [`Tensor`](crate::Tensor)) to say which.
     AmbiguousShape {
@@ -123,25 +142,35 @@ impl fmt::Display for Error {
             Error::InputLength {
                 name,
                 ty,
+                dtype,
                 expected,
                 got,
             } => write!(
                 f,
-                "input `{name}`: expected {expected} f32 values ({ty}), got {got}"
+                "input `{name}`: expected {expected} {dtype} values ({ty}), got {got}"
             ),
-            Error::InputNotWholeF32s { name, bytes } => {
+            Error::InputNotWhole {
+                name,
+                bytes,
+                dtype,
+                size,
+            } => {
                 input_label(f, *name)?;
                 write!(
                     f,
-                    ": {bytes} bytes is not a whole number of f32 values (4 bytes each)"
+                    ": {bytes} bytes is not a whole number of {dtype} values ({size} bytes each)"
                 )
             }
-            Error::InputMisaligned { name, offset } => {
+            Error::InputMisaligned {
+                name,
+                offset,
+                align,
+            } => {
                 input_label(f, *name)?;
                 write!(
                     f,
-                    ": bytes start {offset} byte(s) past a 4-byte boundary, so they cannot be \
-                     read as f32 values in place; copy them into a Vec<f32> first"
+                    ": bytes start {offset} byte(s) past a {align}-byte boundary, so they cannot \
+                     be read in place; copy them into a Vec of the element type first"
                 )
             }
             Error::ArenaTooSmall {
@@ -211,6 +240,18 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::IndexOutOfRange {
+                op,
+                position,
+                index,
+                len,
+            } => write!(
+                f,
+                "{op}: index {index} (at position {position} of the indices) is out of range for \
+                 an axis of size {len}; valid indices are {} to {}",
+                -(*len as i128),
+                *len as i128 - 1
+            ),
             Error::AmbiguousShape { candidates } => {
                 write!(f, "the inputs' lengths fit several compiled shapes (")?;
                 for (i, s) in candidates.iter().enumerate() {
@@ -237,6 +278,7 @@ mod tests {
         let e = Error::InputLength {
             name: "x",
             ty: "fm<1xf32[8,8]>",
+            dtype: "f32",
             expected: 64,
             got: 63,
         };
@@ -276,9 +318,11 @@ mod tests {
             e.to_string(),
             "out of memory: cannot allocate 1048576 bytes for the model's buffers"
         );
-        let e = Error::InputNotWholeF32s {
+        let e = Error::InputNotWhole {
             name: None,
             bytes: 7,
+            dtype: "f32",
+            size: 4,
         };
         assert_eq!(
             e.to_string(),

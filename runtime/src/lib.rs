@@ -20,7 +20,7 @@ pub use kiln_kernels as kernels;
 
 pub use arena::Arena;
 pub use error::Error;
-pub use tensor::{AsInput, Tensor};
+pub use tensor::{AsInput, Scalar, Tensor};
 
 /// The instruction set whose kernels models use on this machine: the strongest one the CPU
 /// supports (`"avx512"`, `"avx2"`, `"neon"` or `"portable"`), or lower if the `KILN_ISA`
@@ -34,7 +34,7 @@ pub fn isa() -> &'static str {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::arena::{arena_f32, io, Aligned, AlignedBuf};
-    pub use crate::tensor::{input, select_variant};
+    pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
     pub use crate::{Arena, AsInput, Error, Tensor};
 }

@@ -1,30 +1,52 @@
 //! Tensors going into and coming out of a model.
 //!
-//! Outputs are [`Tensor`]s: a borrowed `f32` slice plus the shape the compiler inferred, so reading
-//! a result never copies. Inputs are anything implementing [`AsInput`]: `f32` slices, arrays and
-//! vectors, and byte buffers holding `f32`s (for example a memory-mapped file; [`AsInput`] says
-//! how they are read). The generated code checks the length with [`input`] against the declared
-//! type.
+//! Outputs are [`Tensor`]s: a borrowed slice of their element type (`f32` unless the network
+//! says otherwise) plus the shape the compiler inferred, so reading a result never copies.
+//! Inputs are anything implementing [`AsInput`]: slices, arrays and vectors of the element type,
+//! tensors, and byte buffers holding such values (for example a memory-mapped file; [`AsInput`]
+//! says how they are read). The generated code checks the length with [`input`] against the
+//! declared type.
 
 use core::fmt;
 use core::ops::Deref;
 
 use crate::Error;
 
-/// A tensor borrowed from a model's arena (or any `f32` slice), with its shape.
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The element types a model's inputs and outputs can have: `f32`, `f64`, `i64`, `i32` and `u8`
+/// (which also holds `bool` tensors, as 0 or 1).
+pub trait Scalar: bytemuck::Pod + fmt::Debug + PartialEq + sealed::Sealed {
+    /// The DSL's name of the type (`f32`, ...).
+    const NAME: &'static str;
+}
+
+macro_rules! scalars {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Scalar for $t {
+            const NAME: &'static str = stringify!($t);
+        }
+    )*};
+}
+scalars!(f32, f64, i64, i32, u8);
+
+/// A tensor borrowed from a model's arena (or any slice), with its shape.
 ///
-/// Dereferences to `[f32]`, so all slice methods work; the elements are in row-major order.
+/// Dereferences to `[T]`, so all slice methods work; the elements are in row-major order.
 #[derive(Clone, Copy, PartialEq)]
-pub struct Tensor<'a> {
-    data: &'a [f32],
+pub struct Tensor<'a, T: Scalar = f32> {
+    data: &'a [T],
     shape: &'a [usize],
 }
 
-impl<'a> Tensor<'a> {
+impl<'a, T: Scalar> Tensor<'a, T> {
     /// Pairs `data` with its shape. The generated code guarantees `data.len()` is the product of
     /// `shape`; other callers should keep that invariant too.
     #[inline]
-    pub fn new(data: &'a [f32], shape: &'a [usize]) -> Self {
+    pub fn new(data: &'a [T], shape: &'a [usize]) -> Self {
         debug_assert_eq!(
             shape.iter().product::<usize>(),
             data.len(),
@@ -39,14 +61,26 @@ impl<'a> Tensor<'a> {
         self.shape
     }
 
+    /// The element type's name (`"f32"`, `"i64"`, ...).
+    #[inline]
+    pub fn dtype(&self) -> &'static str {
+        T::NAME
+    }
+
     /// The elements in row-major order, with the arena's lifetime (not the `Tensor`'s).
     #[inline]
-    pub fn as_slice(&self) -> &'a [f32] {
+    pub fn as_slice(&self) -> &'a [T] {
         self.data
     }
 
+    /// The elements as bytes, in native byte order.
+    #[inline]
+    pub fn as_bytes(&self) -> &'a [u8] {
+        bytemuck::cast_slice(self.data)
+    }
+
     /// Copies the elements into a new vector, for keeping a result past the next model call.
-    pub fn to_vec(&self) -> Vec<f32> {
+    pub fn to_vec(&self) -> Vec<T> {
         self.data.to_vec()
     }
 
@@ -61,7 +95,9 @@ impl<'a> Tensor<'a> {
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
+}
 
+impl Tensor<'_, f32> {
     /// The flat index of the largest element, the first one on ties; `None` if the tensor is
     /// empty or holds only NaNs. NaNs are skipped, so one bad logit does not hide the answer.
     pub fn argmax(&self) -> Option<usize> {
@@ -79,38 +115,41 @@ impl<'a> Tensor<'a> {
     }
 }
 
-impl Deref for Tensor<'_> {
-    type Target = [f32];
+impl<T: Scalar> Deref for Tensor<'_, T> {
+    type Target = [T];
 
     #[inline]
-    fn deref(&self) -> &[f32] {
+    fn deref(&self) -> &[T] {
         self.data
     }
 }
 
-impl fmt::Debug for Tensor<'_> {
+impl<T: Scalar> fmt::Debug for Tensor<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tensor")
+            .field("dtype", &T::NAME)
             .field("shape", &self.shape)
             .field("data", &self.data)
             .finish()
     }
 }
 
-/// Model inputs: anything that can be viewed as `f32` values without copying.
+/// Model inputs: anything that can be viewed as values of type `T` (`f32` by default) without
+/// copying.
 ///
-/// Implemented for `[f32]`, `[f32; N]`, `Vec<f32>`, [`Tensor`] (to feed one model's output to
-/// another), byte buffers `[u8]`/`Vec<u8>`, and references to any of these.
+/// Implemented for `[T]`, `[T; N]`, `Vec<T>`, [`Tensor<T>`](Tensor) (to feed one model's output
+/// to another; it also carries a shape), byte buffers `[u8]`/`Vec<u8>`, and references to any of
+/// these.
 ///
-/// Byte buffers are viewed as `f32`s in place (with bytemuck), never decoded: they must start at
-/// a 4-byte-aligned address, and their values are read in the machine's **native** byte order.
+/// Byte buffers are viewed as values in place (with bytemuck), never decoded: they must start at
+/// an address aligned for `T`, and their values are read in the machine's **native** byte order.
 /// That is little-endian on x86_64, aarch64 and armv7 Linux; on a big-endian machine, bytes
 /// written by a little-endian one must be converted first (e.g. with `f32::from_le_bytes` into a
 /// `Vec<f32>`). Weights files are different: their loaders decode safetensors' little-endian
 /// values on every machine.
-pub trait AsInput {
-    /// The values, or an error saying why the bytes cannot be read as `f32`s in place.
-    fn as_f32(&self) -> Result<&[f32], Error>;
+pub trait AsInput<T: Scalar = f32> {
+    /// The values, or an error saying why the bytes cannot be read as `T`s in place.
+    fn values(&self) -> Result<&[T], Error>;
 
     /// The input's shape, when it carries one (a [`Tensor`]). A model compiled for several
     /// shapes picks its variant by it; without one, by the number of values.
@@ -120,30 +159,30 @@ pub trait AsInput {
     }
 }
 
-impl AsInput for [f32] {
+impl<T: Scalar> AsInput<T> for [T] {
     #[inline]
-    fn as_f32(&self) -> Result<&[f32], Error> {
+    fn values(&self) -> Result<&[T], Error> {
         Ok(self)
     }
 }
 
-impl<const N: usize> AsInput for [f32; N] {
+impl<T: Scalar, const N: usize> AsInput<T> for [T; N] {
     #[inline]
-    fn as_f32(&self) -> Result<&[f32], Error> {
+    fn values(&self) -> Result<&[T], Error> {
         Ok(self)
     }
 }
 
-impl AsInput for Vec<f32> {
+impl<T: Scalar> AsInput<T> for Vec<T> {
     #[inline]
-    fn as_f32(&self) -> Result<&[f32], Error> {
+    fn values(&self) -> Result<&[T], Error> {
         Ok(self)
     }
 }
 
-impl AsInput for Tensor<'_> {
+impl<T: Scalar> AsInput<T> for Tensor<'_, T> {
     #[inline]
-    fn as_f32(&self) -> Result<&[f32], Error> {
+    fn values(&self) -> Result<&[T], Error> {
         Ok(self.data)
     }
     #[inline]
@@ -152,33 +191,51 @@ impl AsInput for Tensor<'_> {
     }
 }
 
-impl AsInput for [u8] {
-    fn as_f32(&self) -> Result<&[f32], Error> {
-        // Check the two failure causes ourselves so the error says which one it was; bytemuck's
-        // own error does not tell a user what to do.
-        let size = core::mem::size_of::<f32>();
-        if !self.len().is_multiple_of(size) {
-            return Err(Error::InputNotWholeF32s {
-                name: None,
-                bytes: self.len(),
-            });
+/// Bytes viewed as `T`s in place, with an error that says which of the two reasons it failed.
+fn from_bytes<T: Scalar>(bytes: &[u8]) -> Result<&[T], Error> {
+    // Check the two failure causes ourselves so the error says which one it was; bytemuck's own
+    // error does not tell a user what to do.
+    let size = core::mem::size_of::<T>();
+    if !bytes.len().is_multiple_of(size) {
+        return Err(Error::InputNotWhole {
+            name: None,
+            bytes: bytes.len(),
+            dtype: T::NAME,
+            size,
+        });
+    }
+    let align = core::mem::align_of::<T>();
+    let offset = bytes.as_ptr().addr() % align;
+    bytemuck::try_cast_slice(bytes).map_err(|_| Error::InputMisaligned {
+        name: None,
+        offset,
+        align,
+    })
+}
+
+// `[u8]` as `u8`s is the generic impl above; as wider types, a view of the bytes.
+macro_rules! bytes_as {
+    ($($t:ty),*) => {$(
+        impl AsInput<$t> for [u8] {
+            #[inline]
+            fn values(&self) -> Result<&[$t], Error> {
+                from_bytes(self)
+            }
         }
-        let offset = self.as_ptr().addr() % core::mem::align_of::<f32>();
-        bytemuck::try_cast_slice(self).map_err(|_| Error::InputMisaligned { name: None, offset })
-    }
+        impl AsInput<$t> for Vec<u8> {
+            #[inline]
+            fn values(&self) -> Result<&[$t], Error> {
+                from_bytes(self)
+            }
+        }
+    )*};
 }
+bytes_as!(f32, f64, i64, i32);
 
-impl AsInput for Vec<u8> {
+impl<T: Scalar, X: AsInput<T> + ?Sized> AsInput<T> for &X {
     #[inline]
-    fn as_f32(&self) -> Result<&[f32], Error> {
-        self.as_slice().as_f32()
-    }
-}
-
-impl<T: AsInput + ?Sized> AsInput for &T {
-    #[inline]
-    fn as_f32(&self) -> Result<&[f32], Error> {
-        (**self).as_f32()
+    fn values(&self) -> Result<&[T], Error> {
+        (**self).values()
     }
     #[inline]
     fn shape(&self) -> Option<&[usize]> {
@@ -251,21 +308,33 @@ pub fn select_variant(
 /// Views input `name` as exactly `len` values, or says what was wrong. `ty` is the declared type
 /// as written in the DSL and only appears in the error message.
 #[inline]
-pub fn input<'a, T: AsInput + ?Sized>(
+pub fn input<'a, T: Scalar, X: AsInput<T> + ?Sized>(
     name: &'static str,
     ty: &'static str,
-    x: &'a T,
+    x: &'a X,
     len: usize,
-) -> Result<&'a [f32], Error> {
-    let values = x.as_f32().map_err(|e| match e {
-        // `as_f32` cannot know the input's name; add it here where it is known.
-        Error::InputNotWholeF32s { name: None, bytes } => Error::InputNotWholeF32s {
+) -> Result<&'a [T], Error> {
+    let values = x.values().map_err(|e| match e {
+        // `values` cannot know the input's name; add it here where it is known.
+        Error::InputNotWhole {
+            name: None,
+            bytes,
+            dtype,
+            size,
+        } => Error::InputNotWhole {
             name: Some(name),
             bytes,
+            dtype,
+            size,
         },
-        Error::InputMisaligned { name: None, offset } => Error::InputMisaligned {
+        Error::InputMisaligned {
+            name: None,
+            offset,
+            align,
+        } => Error::InputMisaligned {
             name: Some(name),
             offset,
+            align,
         },
         other => other,
     })?;
@@ -273,11 +342,54 @@ pub fn input<'a, T: AsInput + ?Sized>(
         return Err(Error::InputLength {
             name,
             ty,
+            dtype: T::NAME,
             expected: len,
             got: values.len(),
         });
     }
     Ok(values)
+}
+
+/// The run-time error of an index kernel (`gather`) as a model [`Error`].
+#[cold]
+pub fn index_error(op: &'static str, e: kiln_kernels::GatherError) -> Error {
+    Error::IndexOutOfRange {
+        op,
+        position: e.position,
+        index: e.index,
+        len: e.len,
+    }
+}
+
+/// `len` values of type `T` at the start of an arena region (the planner gives every region a
+/// 64-byte aligned offset in the 64-byte aligned arena, so any `T` is aligned).
+///
+/// # Panics
+///
+/// On a region that is misaligned or too short for `len` values, which the plan verifier rules
+/// out ("internal error").
+#[inline]
+pub fn view<T: Scalar>(region: &[f32], len: usize) -> &[T] {
+    match bytemuck::try_cast_slice::<u8, T>(bytemuck::cast_slice(region)) {
+        Ok(v) if v.len() >= len => &v[..len],
+        _ => panic!(
+            "kiln internal error: an arena region does not hold {len} {}",
+            T::NAME
+        ),
+    }
+}
+
+/// [`view`] for writing.
+#[inline]
+pub fn view_mut<T: Scalar>(region: &mut [f32], len: usize) -> &mut [T] {
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(region);
+    match bytemuck::try_cast_slice_mut::<u8, T>(bytes) {
+        Ok(v) if v.len() >= len => &mut v[..len],
+        _ => panic!(
+            "kiln internal error: an arena region does not hold {len} {}",
+            T::NAME
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -343,6 +455,7 @@ mod tests {
             Error::InputLength {
                 name: "img",
                 ty: TY,
+                dtype: "f32",
                 expected: 4,
                 got: 5
             }
@@ -359,37 +472,39 @@ mod tests {
             chunk.copy_from_slice(&v.to_ne_bytes());
         }
         let aligned = &bytes[..16];
-        assert_eq!(input("x", TY, aligned, 4).unwrap(), &values);
+        assert_eq!(input::<f32, _>("x", TY, aligned, 4).unwrap(), &values);
         let owned: Vec<u8> = aligned.to_vec();
         // A Vec<u8> may or may not be 4-byte aligned; only check the success case when it is.
         if owned.as_ptr().addr().is_multiple_of(4) {
-            assert_eq!(input("x", TY, &owned, 4).unwrap(), &values);
+            assert_eq!(input::<f32, _>("x", TY, &owned, 4).unwrap(), &values);
         }
 
         // 15 bytes: not a whole number of f32s, whatever the alignment.
-        let err = input("x", TY, &bytes[..15], 4).unwrap_err();
+        let err = input::<f32, _>("x", TY, &bytes[..15], 4).unwrap_err();
         assert_eq!(
             err.to_string(),
             "input `x`: 15 bytes is not a whole number of f32 values (4 bytes each)"
         );
         // 20 bytes: five values where four are expected.
-        let err = input("x", TY, &bytes[..20], 4).unwrap_err();
+        let err = input::<f32, _>("x", TY, &bytes[..20], 4).unwrap_err();
         assert_eq!(
             err,
             Error::InputLength {
                 name: "x",
                 ty: TY,
+                dtype: "f32",
                 expected: 4,
                 got: 5
             }
         );
         // Starting one byte in: misaligned.
-        let err = input("x", TY, &bytes[1..17], 4).unwrap_err();
+        let err = input::<f32, _>("x", TY, &bytes[1..17], 4).unwrap_err();
         assert_eq!(
             err,
             Error::InputMisaligned {
                 name: Some("x"),
-                offset: 1
+                offset: 1,
+                align: 4
             }
         );
         assert!(err
@@ -397,11 +512,24 @@ mod tests {
             .starts_with("input `x`: bytes start 1 byte(s) past"));
         // Without going through `input`, the error has no name.
         assert_eq!(
-            bytes[2..6].as_f32(),
+            AsInput::<f32>::values(&bytes[2..6]),
             Err(Error::InputMisaligned {
                 name: None,
-                offset: 2
+                offset: 2,
+                align: 4
             })
+        );
+        // Other element types read bytes the same way.
+        let ints = [7i64, -1];
+        let raw: &[u8] = bytemuck::cast_slice(&ints);
+        assert_eq!(
+            input::<i64, _>("i", "tensor<i64[2]>", raw, 2).unwrap(),
+            &ints
+        );
+        let err = input::<i64, _>("i", "tensor<i64[2]>", &raw[..12], 2).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "input `i`: 12 bytes is not a whole number of i64 values (8 bytes each)"
         );
     }
 }

@@ -267,6 +267,9 @@ fn allowed_named(op: &str) -> &'static [&'static str] {
         "softmax" | "log_softmax" => &["axis"],
         "reduce_sum" | "reduce_mean" | "reduce_max" => &["axes", "keepdims"],
         "split" => &["axis", "sizes"],
+        "gather" => &["axis"],
+        "slice" => &["starts", "ends", "axes", "steps"],
+        "squeeze" | "unsqueeze" => &["axes"],
         _ => &[],
     }
 }

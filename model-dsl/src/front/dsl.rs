@@ -68,6 +68,11 @@ pub const OPS: &[&str] = &[
     "erf",
     "softplus",
     "softsign",
+    "cast",
+    "gather",
+    "slice",
+    "squeeze",
+    "unsqueeze",
 ];
 
 /// The DSL's location table: each [`Loc`] is a token, or a range of tokens from the first to
@@ -243,17 +248,6 @@ impl Builder<'_> {
             let (Some(v), Some(declared)) = (v, declared) else {
                 continue;
             };
-            // An output must live in the arena, which the caller borrows it from; an output that
-            // is an input's own bytes (or a view of them) gets copied there.
-            let v = if self.graph.is_external(v) {
-                let span = expr.span();
-                match self.add_op(OpKind::Copy, vec![v], span, &[span], None) {
-                    Some(copy) => copy,
-                    None => continue,
-                }
-            } else {
-                v
-            };
             let ty_loc = self.spans.range(ty.span, ty.end);
             self.graph.outputs.push(Output {
                 value: v,
@@ -267,6 +261,10 @@ impl Builder<'_> {
     /// Resolves a DSL type. `batch` is the batch to use when the type gives none (for
     /// `reshape`, the input's, filled in by inference); model inputs and outputs default to 1.
     fn declared_type(&mut self, ty: &TypeExpr, batch: Option<usize>) -> Option<TensorType> {
+        if ty.kind == TypeKind::Tensor {
+            let dtype = self.any_dtype(&ty.dtype)?;
+            return self.tensor_type(ty, dtype);
+        }
         let dtype = self.check_dtype(&ty.dtype)?;
         let n = ty.batch.map(|b| b.value).or(batch).unwrap_or(1);
         let mut nums = vec![ty.channels];
@@ -444,6 +442,23 @@ impl Builder<'_> {
         }
     }
 
+    /// A `tensor<...>`'s element type: any dtype the IR has.
+    fn any_dtype(&mut self, dtype: &Dtype) -> Option<DType> {
+        let d = DType::from_name(&dtype.name);
+        if d.is_none() {
+            let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+            self.error(
+                dtype.span,
+                format!(
+                    "unknown dtype `{}`: expected one of {}",
+                    dtype.name,
+                    names.join(", ")
+                ),
+            );
+        }
+        d
+    }
+
     fn check_dtype(&mut self, dtype: &Dtype) -> Option<DType> {
         match dtype.name.as_str() {
             "f32" => Some(DType::F32),
@@ -499,6 +514,13 @@ impl Builder<'_> {
                     self.error(ty.span, "a parameter's sizes must be numbers");
                     return None;
                 };
+                if shape.dtype != DType::F32 {
+                    self.error(
+                        ty.dtype.span,
+                        format!("parameters are f32 for now, not {}", shape.dtype),
+                    );
+                    return None;
+                }
                 self.declare_param(name.key.clone(), name, ty.span, ty.end, shape)
             }
             Expr::Name(name) => match self.scope.get(&name.to_string()) {
@@ -755,6 +777,93 @@ impl Builder<'_> {
                     &[arg1],
                     decl,
                 )
+            }
+            "cast" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let to = match a.take_positional() {
+                    Some(Value::Expr(Expr::Name(n))) => match DType::from_name(&n.to_string()) {
+                        Some(d) => d,
+                        None => {
+                            self.error(n.span(), format!("cast: `{n}` is not a dtype"));
+                            return None;
+                        }
+                    },
+                    other => {
+                        let at = other.map_or(span, |v| v.span());
+                        self.error(
+                            at,
+                            "cast: expected the dtype to cast to, like `cast(x, f32)`",
+                        );
+                        return None;
+                    }
+                };
+                self.add_op(OpKind::Cast(to), vec![x], span, &[arg1], None)
+            }
+            "gather" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let axis = a.int(self, "axis")?.unwrap_or(0);
+                match a.take_positional() {
+                    Some(Value::List(items, list_span)) => {
+                        let decl = self.spans.at(list_span);
+                        let kind = OpKind::Gather {
+                            axis,
+                            indices: Some(items),
+                        };
+                        self.add_op(kind, vec![x], span, &[arg1], Some(decl))
+                    }
+                    Some(Value::Expr(e)) => {
+                        let at = e.span();
+                        let idx = self.expr(&e)?;
+                        let kind = OpKind::Gather {
+                            axis,
+                            indices: None,
+                        };
+                        self.add_op(kind, vec![x, idx], span, &[arg1, at], None)
+                    }
+                    other => {
+                        let at = other.map_or(span, |v| v.span());
+                        self.error(at, "gather: expected the indices: a tensor of i64, or a list like `[0, 2]`");
+                        None
+                    }
+                }
+            }
+            "slice" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let decl = a.named_span("starts").map(|s| self.spans.at(s));
+                let starts = a.list(self, "starts")?;
+                let ends = a.list(self, "ends")?;
+                let (Some(starts), Some(ends)) = (starts, ends) else {
+                    self.error(span, "slice: expected `starts = [...]` and `ends = [...]`");
+                    return None;
+                };
+                let axes = a.list(self, "axes")?.unwrap_or_default();
+                let steps = a.list(self, "steps")?.unwrap_or_default();
+                let kind = OpKind::Slice {
+                    starts,
+                    ends,
+                    axes,
+                    steps,
+                };
+                self.add_op(kind, vec![x], span, &[arg1], decl)
+            }
+            "squeeze" | "unsqueeze" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let decl = a.named_span("axes").map(|s| self.spans.at(s));
+                let axes = a.list(self, "axes")?;
+                let kind = match (name, axes) {
+                    ("squeeze", axes) => OpKind::Squeeze {
+                        axes: axes.unwrap_or_default(),
+                    },
+                    (_, Some(axes)) => OpKind::Unsqueeze { axes },
+                    (_, None) => {
+                        self.error(
+                            span,
+                            "unsqueeze: expected the axes, like `unsqueeze(x, axes = [0])`",
+                        );
+                        return None;
+                    }
+                };
+                self.add_op(kind, vec![x], span, &[arg1], decl)
             }
             "sqrt" | "exp" | "log" | "neg" | "abs" | "reciprocal" | "erf" | "softplus"
             | "softsign" => {

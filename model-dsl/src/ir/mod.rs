@@ -200,6 +200,31 @@ pub enum OpKind {
     Math(MathOp),
     /// A scalar constant (rank 0), for arithmetic with numbers: `add(x, 1e-5)`.
     Constant(f32),
+    /// To another element type (numpy `astype`; to `bool`: nonzero).
+    Cast(DType),
+    /// ONNX `Gather` along `axis`: the indices are the second argument (i64 or i32, checked at
+    /// run time), or `indices`, a constant checked at compile time.
+    Gather {
+        axis: i64,
+        indices: Option<Vec<i64>>,
+    },
+    /// ONNX `Slice` with constant bounds. Inference resolves it: `starts` and `steps` then have
+    /// one entry per axis (the first element taken and the stride), `ends` and `axes` are empty,
+    /// and the result's shape gives the counts.
+    Slice {
+        starts: Vec<i64>,
+        ends: Vec<i64>,
+        axes: Vec<i64>,
+        steps: Vec<i64>,
+    },
+    /// Removes size-1 axes (all of them when `axes` is empty); inference makes it a reshape.
+    Squeeze {
+        axes: Vec<i64>,
+    },
+    /// Inserts size-1 axes at `axes` of the result; inference makes it a reshape.
+    Unsqueeze {
+        axes: Vec<i64>,
+    },
     /// Into `sizes.len()` results along `axis`.
     Split {
         axis: i64,
@@ -254,6 +279,11 @@ impl OpKind {
             } => "reduce_max",
             OpKind::Math(m) => m.name(),
             OpKind::Constant(_) => "constant",
+            OpKind::Cast(_) => "cast",
+            OpKind::Gather { .. } => "gather",
+            OpKind::Slice { .. } => "slice",
+            OpKind::Squeeze { .. } => "squeeze",
+            OpKind::Unsqueeze { .. } => "unsqueeze",
             OpKind::Split { .. } => "split",
             OpKind::Pad { .. } => "pad",
             OpKind::Copy => "copy",
@@ -277,6 +307,11 @@ impl OpKind {
             OpKind::Concat { .. } => return (None, 1),
             OpKind::Constant(_) => 0,
             OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),
+            OpKind::Gather { indices, .. } => 1 + usize::from(indices.is_none()),
+            OpKind::Cast(_)
+            | OpKind::Slice { .. }
+            | OpKind::Squeeze { .. }
+            | OpKind::Unsqueeze { .. } => 1,
             OpKind::Unary(_)
             | OpKind::Pool { .. }
             | OpKind::GlobalAvgPool

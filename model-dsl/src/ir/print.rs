@@ -177,6 +177,31 @@ impl fmt::Display for Attrs<'_> {
                 items.push(format!("keepdims={keepdims}"));
             }
             OpKind::Constant(v) => items.push(format!("value={v:?}")),
+            OpKind::Cast(d) => items.push(format!("to={d}")),
+            OpKind::Gather { axis, indices } => {
+                items.push(format!("axis={axis}"));
+                if let Some(i) = indices {
+                    items.push(format!("indices={i:?}"));
+                }
+            }
+            OpKind::Slice {
+                starts,
+                ends,
+                axes,
+                steps,
+            } => {
+                items.push(format!("starts={starts:?}"));
+                if !ends.is_empty() {
+                    items.push(format!("ends={ends:?}"));
+                }
+                if !axes.is_empty() {
+                    items.push(format!("axes={axes:?}"));
+                }
+                items.push(format!("steps={steps:?}"));
+            }
+            OpKind::Squeeze { axes } | OpKind::Unsqueeze { axes } => {
+                items.push(format!("axes={axes:?}"))
+            }
             OpKind::Split { axis, sizes } => {
                 items.push(format!("axis={axis}"));
                 items.push(format!("sizes={sizes:?}"));

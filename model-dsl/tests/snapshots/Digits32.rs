@@ -116,33 +116,29 @@ const _: () = {
         }
         fn prepare(__params: &mut [f32]) {}
         /// Runs the network in the model's own arena. Allocates nothing.
-        pub fn run<X0: ?Sized + ::kiln::__private::AsInput>(
+        pub fn run<X0: ?Sized + ::kiln::__private::AsInput<f32>>(
             &mut self,
             x: &X0,
         ) -> ::core::result::Result<
             ::kiln::__private::Tensor<'_>,
             ::kiln::__private::Error,
         > {
-            let __x0 = ::kiln::__private::input(
-                "x",
-                "fm<1xf32[8,8], batch = 32>",
-                x,
-                2048usize,
-            )?;
-            ::core::result::Result::Ok(
-                Self::exec(
-                    self.kernels,
-                    self.params.as_slice(),
-                    self.arena.as_mut_slice(),
-                    __x0,
-                ),
+            let __x0 = ::kiln::__private::input::<
+                f32,
+                _,
+            >("x", "fm<1xf32[8,8], batch = 32>", x, 2048usize)?;
+            Self::exec(
+                self.kernels,
+                self.params.as_slice(),
+                self.arena.as_mut_slice(),
+                __x0,
             )
         }
         /// Runs the network in a caller-provided arena of at least `ARENA_BYTES` bytes
         /// (with several precompiled shapes, the chosen variant's
         /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
         /// the outputs borrow from it. Allocates nothing.
-        pub fn run_in<'a, X0: ?Sized + ::kiln::__private::AsInput>(
+        pub fn run_in<'a, X0: ?Sized + ::kiln::__private::AsInput<f32>>(
             &self,
             arena: &'a mut [u8],
             x: &X0,
@@ -150,19 +146,15 @@ const _: () = {
             ::kiln::__private::Tensor<'a>,
             ::kiln::__private::Error,
         > {
-            let __x0 = ::kiln::__private::input(
-                "x",
-                "fm<1xf32[8,8], batch = 32>",
-                x,
-                2048usize,
-            )?;
-            ::core::result::Result::Ok(
-                Self::exec(
-                    self.kernels,
-                    self.params.as_slice(),
-                    ::kiln::__private::arena_f32(arena, 163840usize)?,
-                    __x0,
-                ),
+            let __x0 = ::kiln::__private::input::<
+                f32,
+                _,
+            >("x", "fm<1xf32[8,8], batch = 32>", x, 2048usize)?;
+            Self::exec(
+                self.kernels,
+                self.params.as_slice(),
+                ::kiln::__private::arena_f32(arena, 163840usize)?,
+                __x0,
             )
         }
         #[allow(unused_variables, clippy::too_many_arguments)]
@@ -171,7 +163,10 @@ const _: () = {
             __params: &[f32],
             __arena: &'a mut [f32],
             __x0: &[f32],
-        ) -> ::kiln::__private::Tensor<'a> {
+        ) -> ::core::result::Result<
+            ::kiln::__private::Tensor<'a>,
+            ::kiln::__private::Error,
+        > {
             {
                 let ([], [out, scratch]) = ::kiln::__private::io(
                     &mut *__arena,
@@ -273,9 +268,11 @@ const _: () = {
                 (__k.softmax_inplace)(32usize, 10usize, 1usize, out);
             }
             let __arena: &'a [f32] = __arena;
-            ::kiln::__private::Tensor::new(
-                &__arena[2048usize..2368usize],
-                &[32usize, 10usize],
+            ::core::result::Result::Ok(
+                ::kiln::__private::Tensor::new(
+                    &__arena[2048usize..2368usize],
+                    &[32usize, 10usize],
+                ),
             )
         }
     }
