@@ -149,6 +149,18 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// `MultiShape` at 8x8 on a channels-last (NHWC) buffer: dlnn's layout map makes kiln
+    /// transpose the input once, at the model boundary.
+    pub net Nhwc(x: fm<3xf32[8, 8], (H, W, C)[N] -> (N, C, H, W)>) -> fm<4xf32[1, 1]> {
+        weights "data/typed/multishape.safetensors";
+        let a = conv2d(x, c1: weights<3 -> 3x3xf32 -> 8>, pad = 1).relu();
+        let a = max_pool(a, 2x2, stride = 2);
+        let a = conv2d(a, c2: weights<8 -> 3x3xf32 -> 4>, pad = 1);
+        global_avg_pool(a)
+    }
+}
+
 /// A reference input/output pair computed by onnxruntime.
 #[derive(Debug)]
 pub struct Golden {

@@ -120,6 +120,8 @@ pub struct InputDecl {
 #[derive(Debug, Clone)]
 pub struct TypeExpr {
     pub kind: TypeKind,
+    /// dlnn's layout map, `(H,W,C)[N] -> (N,C,H,W)`: how the caller's buffer is laid out.
+    pub layout: Option<LayoutMap>,
     pub dims: Vec<SizeExpr>,
     pub channels: Num,
     pub dtype: Dtype,
@@ -142,6 +144,43 @@ pub enum TypeKind {
     Fm,
     Vec,
     Tensor,
+}
+
+/// `(W,H,C)[N] -> (N,C,H,W)`: the axes of the caller's buffer, outermost first (the batch in
+/// brackets, outermost of all), mapped onto the type's own axes.
+#[derive(Debug, Clone)]
+pub struct LayoutMap {
+    pub from: Vec<Ident>,
+    pub batch: Option<Ident>,
+    pub to: Vec<Ident>,
+    pub span: Span,
+}
+
+impl Parse for LayoutMap {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let idents = |input: ParseStream| -> syn::Result<(Vec<Ident>, Span)> {
+            let content;
+            let paren = parenthesized!(content in input);
+            let items = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+            Ok((items.into_iter().collect(), paren.span.join()))
+        };
+        let (from, span) = idents(input)?;
+        let batch = if input.peek(syn::token::Bracket) {
+            let content;
+            bracketed!(content in input);
+            Some(content.parse()?)
+        } else {
+            None
+        };
+        input.parse::<Token![->]>()?;
+        let (to, _) = idents(input)?;
+        Ok(LayoutMap {
+            from,
+            batch,
+            to,
+            span,
+        })
+    }
 }
 
 /// One size of a `tensor<...>` type: a number, a named symbol, or `?` (any size).
@@ -632,8 +671,13 @@ impl Parse for TypeExpr {
             None
         };
         let mut batch = None;
-        if input.peek(Token![,]) {
+        let mut layout = None;
+        while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
+            if input.peek(syn::token::Paren) {
+                layout = Some(input.parse()?);
+                continue;
+            }
             input.parse::<kw::batch>()?;
             input.parse::<Token![=]>()?;
             let lit: LitInt = input.parse()?;
@@ -645,6 +689,7 @@ impl Parse for TypeExpr {
         let close = input.parse::<Token![>]>()?;
         Ok(TypeExpr {
             kind,
+            layout,
             dims: Vec::new(),
             channels,
             dtype,
@@ -754,6 +799,7 @@ fn parse_tensor_type(head: Ident, input: ParseStream) -> syn::Result<TypeExpr> {
     let close = input.parse::<Token![>]>()?;
     Ok(TypeExpr {
         kind: TypeKind::Tensor,
+        layout: None,
         dims,
         channels: Num {
             value: 0,

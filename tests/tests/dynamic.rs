@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use kiln::{Error, Tensor};
-use kiln_tests::{assert_close, f32_tensors, MultiShape};
+use kiln_tests::{assert_close, f32_tensors, MultiShape, Nhwc};
 
 thread_local! {
     /// Allocations made by this thread (tests run on threads of their own, so counts do not mix).
@@ -178,4 +178,23 @@ fn switching_variants_allocates_nothing() {
         }
     });
     assert_eq!(n, 0, "switching variants allocated {n} times");
+}
+
+#[test]
+fn a_layout_map_input_takes_a_channels_last_buffer() {
+    let (x, _, want) = io(8, 8);
+    // The golden input is NCHW [1, 3, 8, 8]; lay it out as NHWC by hand.
+    let mut nhwc = vec![0.0f32; x.len()];
+    for c in 0..3 {
+        for h in 0..8 {
+            for w in 0..8 {
+                nhwc[(h * 8 + w) * 3 + c] = x[(c * 8 + h) * 8 + w];
+            }
+        }
+    }
+    assert_eq!(Nhwc::INPUT_SHAPES, &[&[1, 8, 8, 3][..]]);
+    let mut model = Nhwc::new();
+    assert_close(&model.run(&nhwc).unwrap(), &want);
+    // The transpose is planned like any op: the plan shows it.
+    assert!(Nhwc::PLAN.contains("= transpose"), "{}", Nhwc::PLAN);
 }

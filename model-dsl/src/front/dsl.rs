@@ -25,8 +25,8 @@ use crate::ir::{
     ReduceKind, ReshapeTo, Shape, SymId, TensorType, ValueId, MAX_RANK,
 };
 use crate::syntax::{
-    error_range, Arg, Body, Dtype, Expr, NetworkDef, ParamName, ParamType, SizeExpr, Stmt,
-    TypeExpr, TypeKind, Value, WhereClause,
+    error_range, Arg, Body, Dtype, Expr, LayoutMap, NetworkDef, ParamName, ParamType, SizeExpr,
+    Stmt, TypeExpr, TypeKind, Value, WhereClause,
 };
 
 /// The operations the DSL knows, for "unknown operation" messages.
@@ -131,6 +131,18 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
             continue;
         };
         let loc = cx.spans.at(input.name.span());
+        // With a layout map the caller passes another axis order; one transpose at the
+        // boundary gives the network its own.
+        let (ty, perm) = match &input.ty.layout {
+            Some(map) => match cx.layout_map(map, &ty) {
+                Some((user, perm)) => (user, Some(perm)),
+                None => {
+                    cx.scope.insert(input.name.to_string(), None);
+                    continue;
+                }
+            },
+            None => (ty, None),
+        };
         let v = cx.graph.add_value(Producer::Input(i), loc);
         cx.graph.values[v.index()].name = Some(input.name.to_string());
         let ty_loc = cx.spans.at(input.ty.span);
@@ -140,6 +152,16 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
             ty,
             loc: ty_loc,
         });
+        let v = match perm {
+            Some(perm) => {
+                let t =
+                    cx.graph
+                        .add_op(OpKind::Transpose { perm }, vec![v], 1, loc, vec![loc], None)[0];
+                cx.graph.values[t.index()].name = Some(input.name.to_string());
+                t
+            }
+            None => v,
+        };
         if input.name == "arena" {
             // `run_in` takes the caller's arena under that name.
             cx.error(
@@ -242,6 +264,11 @@ impl Builder<'_> {
             );
             return weights_file;
         }
+        for ty in &def.outputs {
+            if let Some(map) = &ty.layout {
+                self.error(map.span, "a layout map is only allowed on inputs");
+            }
+        }
         for (expr, ty) in results.into_iter().zip(&def.outputs) {
             let v = self.expr(expr);
             let declared = self.declared_type(ty, None);
@@ -303,6 +330,64 @@ impl Builder<'_> {
             dims: dims.into_iter().map(Dim::Known).collect(),
             kind,
         })
+    }
+
+    /// A layout map on an input of type `ty` (a feature map, `(N, C, spatial...)`): the type the
+    /// caller's buffer has, and the permutation from it to `ty`.
+    fn layout_map(&mut self, map: &LayoutMap, ty: &TensorType) -> Option<(TensorType, Vec<usize>)> {
+        let names: &[&str] = match ty.dims.len() {
+            4 => &["N", "C", "H", "W"],
+            _ => {
+                self.error(
+                    map.span,
+                    "a layout map needs a feature map `fm<C x f32 [H, W], ...>`",
+                );
+                return None;
+            }
+        };
+        let to: Vec<String> = map.to.iter().map(|i| i.to_string()).collect();
+        if to != names {
+            self.error(
+                map.span,
+                format!(
+                    "the layout map must map onto the feature map's own order ({}); found ({})",
+                    names.join(","),
+                    to.join(",")
+                ),
+            );
+            return None;
+        }
+        let mut from: Vec<String> = map.batch.iter().map(|b| b.to_string()).collect();
+        from.extend(map.from.iter().map(|i| i.to_string()));
+        let mut sorted = from.clone();
+        sorted.sort();
+        let mut want: Vec<&str> = names.to_vec();
+        want.sort_unstable();
+        if sorted != want {
+            self.error(
+                map.span,
+                format!(
+                    "the caller's layout ({}) must name each of {} once",
+                    from.join(","),
+                    names.join(", ")
+                ),
+            );
+            return None;
+        }
+        // `perm[i]`: where the network's axis `i` is in the caller's buffer.
+        let perm: Vec<usize> = names
+            .iter()
+            .map(|n| from.iter().position(|f| f == n).unwrap_or(0))
+            .collect();
+        let user = TensorType {
+            dtype: ty.dtype,
+            dims: from
+                .iter()
+                .map(|f| ty.dims[names.iter().position(|n| n == f).unwrap_or(0)])
+                .collect(),
+            kind: Kind::Tensor,
+        };
+        Some((user, perm))
     }
 
     /// `tensor<dtype[sizes]>`; symbols are registered in the graph's symbol table.
