@@ -232,7 +232,7 @@ pub enum Expr {
     /// `wq: tensor<f32[16,16]>` in argument position: a parameter tensor used as a value.
     Param {
         name: ParamName,
-        ty: TypeExpr,
+        ty: Box<TypeExpr>,
     },
 }
 
@@ -534,7 +534,10 @@ impl Parse for Arg {
             };
             input.parse::<Token![:]>()?;
             return Ok(match input.parse()? {
-                ParamType::Tensor(ty) => Arg::Positional(Value::Expr(Expr::Param { name, ty })),
+                ParamType::Tensor(ty) => Arg::Positional(Value::Expr(Expr::Param {
+                    name,
+                    ty: Box::new(ty),
+                })),
                 ty => Arg::Param { name, ty },
             });
         }
