@@ -129,6 +129,20 @@ kiln::network! {
 }
 
 kiln::network! {
+    /// 1-D convolutions on a `[1, 4, 32]` sequence: conv, batch norm (folded) and relu (fused),
+    /// max pool, a strided dilated conv, average pool, dense (see `data/typed/README.md`).
+    pub net Conv1d(x: tensor<f32[1, 4, 32]>) -> vec<5xf32> {
+        weights "data/typed/conv1d.safetensors";
+        let h = conv(x, c1: weights<4 -> 3xf32 -> 8>, pad = 1);
+        let h = batch_norm(h, bn1: norm<8xf32>).relu();
+        let h = max_pool(h, 2, stride = 2);
+        let h = conv(h, c2: weights<8 -> 5xf32 -> 8>, stride = 2, dilation = 2, pad = 4);
+        let h = avg_pool(h, 2);
+        dense(flatten(h), fc: weights<32 -> 5>)
+    }
+}
+
+kiln::network! {
     /// Data movement and arithmetic on every dtype: gather with run-time i64 indices and with
     /// constant ones, transpose of u8, casts, a strided slice and a reduction of f64, squeeze /
     /// unsqueeze, and an f64 matmul.
@@ -158,6 +172,21 @@ kiln::network! {
         let a = max_pool(a, 2x2, stride = 2);
         let a = conv2d(a, c2: weights<8 -> 3x3xf32 -> 4>, pad = 1);
         global_avg_pool(a)
+    }
+}
+
+kiln::network! {
+    /// 3-D convolutions on a `[1, 2, 6, 8, 8]` volume: conv, batch norm (folded) and relu
+    /// (fused), max pool, conv, an anisotropic average pool, global average pool, dense (see
+    /// `data/typed/README.md`).
+    pub net Conv3d(x: tensor<f32[1, 2, 6, 8, 8]>) -> vec<3xf32> {
+        weights "data/typed/conv3d.safetensors";
+        let h = conv(x, c1: weights<2 -> 3x3x3xf32 -> 4>, pad = 1);
+        let h = batch_norm(h, bn1: norm<4xf32>).relu();
+        let h = max_pool(h, 2x2x2, stride = 2);
+        let h = conv(h, c2: weights<4 -> 3x3x3xf32 -> 6>, pad = 1);
+        let h = avg_pool(h, 1x2x2, stride = (1, 2, 2));
+        dense(flatten(global_avg_pool(h)), fc: weights<6 -> 3>)
     }
 }
 

@@ -8,7 +8,7 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId};
+use crate::ir::{as_2d, pad_2d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId};
 use crate::layout::{self, ParamLayout, Planned, Slot};
 use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
@@ -85,7 +85,7 @@ impl Model<'_> {
     fn scratch_asserts(&self) -> TokenStream {
         let mut out = TokenStream::new();
         for (i, op) in self.graph.ops.iter().enumerate() {
-            if let OpKind::Conv2d { .. } = op.kind {
+            if let OpKind::Conv { .. } = op.kind {
                 let geom = self.conv_geom(i);
                 let planned = self.planned.scratch[i].map_or(0, |k| self.plan.scratch[k].bytes / 4);
                 out.extend(
@@ -96,9 +96,11 @@ impl Model<'_> {
         out
     }
 
+    /// The kernel geometry of conv op `i`: a `Conv2d` (a 1-D convolution is a 2-D one of
+    /// height 1, so every ISA's 2-D kernel runs it) or a `Conv3d`.
     fn conv_geom(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
-        let OpKind::Conv2d {
+        let OpKind::Conv {
             kernel,
             stride,
             dilation,
@@ -111,12 +113,24 @@ impl Model<'_> {
         };
         let x = self.graph.shape(op.args[0]);
         let y = self.graph.shape(op.result());
-        let (n, c_in, [h, w]) = (x.batch(), x.channels(), x.spatial());
-        let (c_out, [oh, ow]) = (y.channels(), y.spatial());
-        let [kh, kw] = kernel;
-        let [sh, sw] = stride;
-        let [dh, dw] = dilation;
-        let [pt, pl, pb, pr] = pad.resolved();
+        let (n, c_in, c_out) = (x.batch(), x.channels(), y.channels());
+        if kernel.len() == 3 {
+            let ([d, h, w], out) = (three(x.spatial_dims()), three(y.spatial_dims()));
+            let pad = pad.resolved();
+            return quote! {
+                ::kiln::__private::kernels::Conv3d {
+                    batch: #n, c_in: #c_in, d: #d, h: #h, w: #w, c_out: #c_out,
+                    k: [#(#kernel),*], stride: [#(#stride),*], dilation: [#(#dilation),*],
+                    pad: [#(#pad),*], groups: #groups, out: [#(#out),*],
+                }
+            };
+        }
+        let [h, w] = as_2d(x.spatial_dims(), 1);
+        let [oh, ow] = as_2d(y.spatial_dims(), 1);
+        let [kh, kw] = as_2d(kernel, 1);
+        let [sh, sw] = as_2d(stride, 1);
+        let [dh, dw] = as_2d(dilation, 1);
+        let [pt, pl, pb, pr] = pad_2d(pad.resolved());
         quote! {
             ::kiln::__private::kernels::Conv2d {
                 batch: #n, c_in: #c_in, h: #h, w: #w, c_out: #c_out, kh: #kh, kw: #kw,
@@ -136,7 +150,7 @@ impl Model<'_> {
                     .expect("the IR verifier checked that weights are parameters")
             };
             let (w, b, stats, eps) = match &op.kind {
-                OpKind::Conv2d {
+                OpKind::Conv {
                     has_bias,
                     bn: Some(eps),
                     ..
@@ -194,9 +208,7 @@ impl Model<'_> {
         };
         // The data arguments, read from the arena or an input; the others are parameters.
         let data = match op.kind {
-            OpKind::Conv2d { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => {
-                &op.args[..1]
-            }
+            OpKind::Conv { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => &op.args[..1],
             _ => &op.args[..],
         };
         // The input (if any) whose bytes the result took over.
@@ -241,7 +253,12 @@ impl Model<'_> {
             .shape(op.args.first().copied().unwrap_or(op.result()));
         let y_shape = self.graph.shape(op.result());
         let call = match &op.kind {
-            OpKind::Conv2d { has_bias, act, .. } => {
+            OpKind::Conv {
+                has_bias,
+                act,
+                kernel,
+                ..
+            } => {
                 let geom = self.conv_geom(i);
                 let w = self.param_value(op.args[1]);
                 let b = self.bias(i, op, *has_bias);
@@ -252,7 +269,11 @@ impl Model<'_> {
                 } else {
                     quote! { &mut [] }
                 };
-                quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
+                if kernel.len() == 3 {
+                    quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
+                } else {
+                    quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
+                }
             }
             OpKind::Dense { has_bias, act, .. } => {
                 let (n, n_in, n_out) = (x_shape.batch(), x_shape.channels(), y_shape.channels());
@@ -266,8 +287,8 @@ impl Model<'_> {
                 let (scale, shift) =
                     self.params.scale_shift[i].expect("layout gives batch norms scale and shift");
                 let (scale, shift) = (range(scale), range(shift));
-                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
-                let sp = h * w;
+                let (n, c) = (x_shape.batch(), x_shape.channels());
+                let sp: usize = x_shape.spatial_dims().iter().product();
                 let act = act_tokens(*act);
                 if in_place.is_some() {
                     quote! { (__k.scale_shift_inplace)(#n, #c, #sp, out, &__params[#scale], &__params[#shift], #act); }
@@ -329,12 +350,38 @@ impl Model<'_> {
                 stride,
                 pad,
                 count_include_pad,
+            } if kernel.len() == 3 => {
+                let (n, c) = (x_shape.batch(), x_shape.channels());
+                let [d, h, w] = three(x_shape.spatial_dims());
+                let out = three(y_shape.spatial_dims());
+                let pad = pad.resolved();
+                let f = match kind {
+                    PoolKind::Max => quote! { #k::max_pool3d },
+                    PoolKind::Avg => quote! { #k::avg_pool3d },
+                };
+                let x = &read_args[0];
+                quote! {
+                    #f(&#k::Pool3d {
+                        batch: #n, channels: #c, d: #d, h: #h, w: #w, k: [#(#kernel),*],
+                        stride: [#(#stride),*], dilation: [1, 1, 1], pad: [#(#pad),*],
+                        out: [#(#out),*], count_include_pad: #count_include_pad,
+                    }, #x, out);
+                }
+            }
+            // 1-D pools run as 2-D ones of height 1.
+            OpKind::Pool {
+                kind,
+                kernel,
+                stride,
+                pad,
+                count_include_pad,
             } => {
-                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
-                let [oh, ow] = y_shape.spatial();
-                let [kh, kw] = kernel;
-                let [sh, sw] = stride;
-                let [pt, pl, pb, pr] = pad.resolved();
+                let (n, c) = (x_shape.batch(), x_shape.channels());
+                let [h, w] = as_2d(x_shape.spatial_dims(), 1);
+                let [oh, ow] = as_2d(y_shape.spatial_dims(), 1);
+                let [kh, kw] = as_2d(kernel, 1);
+                let [sh, sw] = as_2d(stride, 1);
+                let [pt, pl, pb, pr] = pad_2d(pad.resolved());
                 let f = match kind {
                     PoolKind::Max => quote! { (__k.max_pool2d) },
                     PoolKind::Avg => quote! { (__k.avg_pool2d) },
@@ -349,8 +396,8 @@ impl Model<'_> {
                 }
             }
             OpKind::GlobalAvgPool => {
-                let (n, c, [h, w]) = (x_shape.batch(), x_shape.channels(), x_shape.spatial());
-                let sp = h * w;
+                let (n, c) = (x_shape.batch(), x_shape.channels());
+                let sp: usize = x_shape.spatial_dims().iter().product();
                 let x = &read_args[0];
                 quote! { (__k.global_avg_pool)(#n, #c, #sp, #x, out); }
             }
@@ -609,6 +656,11 @@ impl Model<'_> {
             None => quote! { ::core::option::Option::None },
         }
     }
+}
+
+/// The sizes of a 3-D window op as `[d, h, w]`.
+fn three(v: &[usize]) -> [usize; 3] {
+    v.try_into().expect("the IR verifier checks window ranks")
 }
 
 /// Element strides of each batch dimension of an operand with batch sizes `dims` (right-aligned

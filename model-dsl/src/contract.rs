@@ -2,10 +2,11 @@
 //! asks for. This module imports nothing; [`crate::infer`] counts the scratch against the
 //! byte budget and [`crate::layout`] plans it.
 //!
-//! The formula duplicates `kiln_kernels::Conv2d::scratch_len` (kiln-dsl does not depend on
-//! the kernels crate). The generated code asserts in a `const` that the planned scratch is at
-//! least what the kernel asks for, and `tests/tests/scratch.rs` compares the two formulas over
-//! a grid of geometries, so they cannot drift apart unseen.
+//! The formulas duplicate `kiln_kernels::Conv2d::scratch_len` and `Conv3d::scratch_len`
+//! (kiln-dsl does not depend on the kernels crate). The generated code asserts in a `const`
+//! that the planned scratch is at least what the kernel asks for, and `tests/tests/scratch.rs`
+//! compares each pair of formulas over a grid of geometries, so they cannot drift apart unseen.
+//! (A 1-D convolution runs as a 2-D one of height 1, so [`conv_scratch`] covers it.)
 
 /// f32 elements of scratch `conv2d` needs, on the convolution's geometry (`c_in` and `c_out` per
 /// group), or `None` if the count overflows `usize`. It multiplies in the kernel's order, so when
@@ -58,4 +59,26 @@ pub fn conv_scratch(
             .checked_mul(oh)?
             .checked_mul(ow)
     }
+}
+
+/// f32 elements of scratch `conv3d` needs (`c_in` per group), or `None` if the count overflows
+/// `usize`: none for a 1x1x1, stride-1, unpadded convolution (a GEMM on the activations),
+/// otherwise the im2col matrix of one group of one image, `c_in * kd * kh * kw * od * oh * ow`,
+/// multiplied in the kernel's order.
+pub fn conv3d_scratch(
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    pad: [usize; 6],
+    c_in: usize,
+    out: [usize; 3],
+) -> Option<usize> {
+    if kernel == [1; 3] && stride == [1; 3] && pad == [0; 6] {
+        return Some(0);
+    }
+    c_in.checked_mul(kernel[0])?
+        .checked_mul(kernel[1])?
+        .checked_mul(kernel[2])?
+        .checked_mul(out[0])?
+        .checked_mul(out[1])?
+        .checked_mul(out[2])
 }

@@ -52,12 +52,20 @@ impl Errors {
 
 /// The known name closest to `name` (edit distance at most 2), for "did you mean" hints.
 pub fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    // Ties go to the longest common prefix (a slip is rarely in the first letters: `conv2` is
+    // `conv2d` rather than `conv`), then to the alphabetical first.
+    let prefix = |k: &str| {
+        name.chars()
+            .zip(k.chars())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
     known
         .iter()
-        .map(|k| (edit_distance(name, k), *k))
-        .filter(|(d, _)| *d <= 2)
+        .map(|k| (edit_distance(name, k), std::cmp::Reverse(prefix(k)), *k))
+        .filter(|(d, _, _)| *d <= 2)
         .min()
-        .map(|(_, k)| k)
+        .map(|(_, _, k)| k)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -91,6 +99,7 @@ mod tests {
     #[test]
     fn closest_finds_typos_only() {
         assert_eq!(closest("conv2", &["conv2d", "dense"]), Some("conv2d"));
+        assert_eq!(closest("conv2", &["conv", "conv2d"]), Some("conv2d"));
         assert_eq!(closest("xyzzy", &["conv2d", "dense"]), None);
     }
 

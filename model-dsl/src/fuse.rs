@@ -36,7 +36,7 @@ pub fn fuse(g: &Graph) -> Graph {
                     eps,
                     act: Act::None,
                 },
-                OpKind::Conv2d {
+                OpKind::Conv {
                     bn: slot @ None,
                     act: Act::None,
                     ..
@@ -53,7 +53,7 @@ pub fn fuse(g: &Graph) -> Graph {
             }
             (
                 OpKind::Unary(act),
-                OpKind::Conv2d {
+                OpKind::Conv {
                     act: slot @ Act::None,
                     ..
                 }

@@ -12,10 +12,11 @@
 //! (inputs, parameters, results, scratch) stays far enough below `isize::MAX` that no size,
 //! offset or total computed from the shapes later can overflow.
 
-use crate::contract::conv_scratch;
+use crate::contract::{conv3d_scratch, conv_scratch};
 use crate::diag::{plural, Errors, Loc};
 use crate::ir::{
-    BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, Shape, ValueId,
+    as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, Shape,
+    ValueId,
 };
 
 /// The most bytes a network's tensors may take all together: inputs, every op's result and
@@ -181,7 +182,7 @@ impl Infer<'_, '_> {
         let mut kind = op.kind.clone();
         self.dtypes(op, &args)?;
         let out = match &mut kind {
-            OpKind::Conv2d {
+            OpKind::Conv {
                 c_in,
                 kernel,
                 stride,
@@ -190,12 +191,30 @@ impl Infer<'_, '_> {
                 groups,
                 ..
             } => {
-                self.rank4(x, name, op.loc)?;
+                let n = self.spatial_rank(x, name, op.loc)?;
+                if n != kernel.len() {
+                    let at = match self.g.values[op.args[1].index()].producer {
+                        Producer::Param(p) => self.g.params[p.index()].ty_loc,
+                        _ => decl,
+                    };
+                    self.error(
+                        at,
+                        format!(
+                            "{name}: weights `{}` have a {}-D kernel {} but input {x} has {} (a {n}-D convolution takes a kernel like `{}xf32`)",
+                            self.layer(op.args[1]),
+                            kernel.len(),
+                            join(kernel),
+                            plural(n, "spatial dimension"),
+                            join(&vec![3; n])
+                        ),
+                    );
+                    return None;
+                }
                 if *c_in != x.channels() {
                     self.error(
                         decl,
                         format!(
-                            "conv2d: input {x} has {} but weights `{}` expect {}",
+                            "{name}: input {x} has {} but weights `{}` expect {}",
                             plural(x.channels(), "channel"),
                             self.layer(op.args[1]),
                             c_in
@@ -203,31 +222,42 @@ impl Infer<'_, '_> {
                     );
                     return None;
                 }
-                let (p, [oh, ow]) =
-                    self.window(name, op.loc, x, *kernel, *stride, *dilation, *pad)?;
-                *pad = Padding::Explicit(p);
+                let (p, out) = self.window(name, op.loc, x, kernel, stride, dilation, pad)?;
                 let c_out = args[1].dims[0];
-                let Some(scratch) = conv_scratch(
-                    *kernel,
-                    *stride,
-                    *dilation,
-                    p,
-                    *c_in / *groups,
-                    c_out / *groups,
-                    [oh, ow],
-                ) else {
-                    self.error(op.loc, format!("conv2d: the scratch buffer is too large: a network's tensors may take at most {MAX_BYTES} bytes in all"));
+                let (ci, co) = (*c_in / *groups, c_out / *groups);
+                let scratch = if n == 3 {
+                    conv3d_scratch(
+                        to3(kernel),
+                        to3(stride),
+                        p.clone().try_into().expect("3-D padding has 6 sides"),
+                        ci,
+                        to3(&out),
+                    )
+                } else {
+                    conv_scratch(
+                        as_2d(kernel, 1),
+                        as_2d(stride, 1),
+                        as_2d(dilation, 1),
+                        pad_2d(&p),
+                        ci,
+                        co,
+                        as_2d(&out, 1),
+                    )
+                };
+                *pad = Padding::Explicit(p);
+                let Some(scratch) = scratch else {
+                    self.error(op.loc, format!("{name}: the scratch buffer is too large: a network's tensors may take at most {MAX_BYTES} bytes in all"));
                     return None;
                 };
                 if scratch > 0 {
                     let s = Shape::tensor(crate::ir::DType::F32, vec![scratch]);
                     self.claim(
                         op.loc,
-                        format_args!("conv2d: the scratch buffer of {scratch} floats"),
+                        format_args!("{name}: the scratch buffer of {scratch} floats"),
                         &s,
                     )?;
                 }
-                Shape::fm(x.batch(), c_out, oh, ow)
+                window_output(x, c_out, &out)
             }
             OpKind::Dense { .. } => {
                 if x.rank() != 2 {
@@ -571,14 +601,45 @@ impl Infer<'_, '_> {
                     PoolKind::Max => "max_pool",
                     PoolKind::Avg => "avg_pool",
                 };
-                self.rank4(x, name, op.loc)?;
-                let (p, [oh, ow]) = self.window(name, op.loc, x, *kernel, *stride, [1, 1], *pad)?;
+                let n = self.spatial_rank(x, name, op.loc)?;
+                // The front end leaves one size for every dimension while the rank is unknown.
+                for (what, v, at) in [("window", &mut *kernel, decl), ("`stride`", stride, op.loc)]
+                {
+                    if v.len() == 1 {
+                        *v = vec![v[0]; n];
+                    } else if v.len() != n {
+                        self.error(
+                            at,
+                            format!(
+                                "{name}: the {what} {} has {} but input {x} has {}",
+                                join(v),
+                                plural(v.len(), "size"),
+                                plural(n, "spatial dimension")
+                            ),
+                        );
+                        return None;
+                    }
+                }
+                if let Padding::Written(w) = pad {
+                    let Some(p) = Padding::expand(w, n) else {
+                        self.error(
+                            op.loc,
+                            format!(
+                                "{name}: padding {w:?} does not fit input {x}: give one number, one per spatial dimension ({n}) or a begin and an end for each ({})",
+                                2 * n
+                            ),
+                        );
+                        return None;
+                    };
+                    *pad = Padding::Explicit(p);
+                }
+                let (p, out) = self.window(name, op.loc, x, kernel, stride, &vec![1; n], pad)?;
                 *pad = Padding::Explicit(p);
-                Shape::fm(x.batch(), x.channels(), oh, ow)
+                window_output(x, x.channels(), &out)
             }
             OpKind::GlobalAvgPool => {
-                self.rank4(x, name, op.loc)?;
-                Shape::fm(x.batch(), x.channels(), 1, 1)
+                let n = self.spatial_rank(x, name, op.loc)?;
+                window_output(x, x.channels(), &vec![1; n])
             }
             OpKind::Concat { axis } => {
                 let first = x.clone();
@@ -727,7 +788,7 @@ impl Infer<'_, '_> {
         };
         let x = &args[0];
         let ok = match &op.kind {
-            OpKind::Conv2d { .. }
+            OpKind::Conv { .. }
             | OpKind::Dense { .. }
             | OpKind::BatchNorm { .. }
             | OpKind::Unary(_)
@@ -771,6 +832,28 @@ impl Infer<'_, '_> {
         Some(a as usize)
     }
 
+    /// The number of spatial dimensions of a window op's input: 1 to 3 (`[N, C, L]`,
+    /// `[N, C, H, W]`, `[N, C, D, H, W]`).
+    fn spatial_rank(&mut self, x: &Shape, op: &str, at: Loc) -> Option<usize> {
+        match x.rank() {
+            3..=5 => Some(x.rank() - 2),
+            0..=2 => {
+                self.error(
+                    at,
+                    format!("{op}: input is {x}, expected a feature map `fm<...>`"),
+                );
+                None
+            }
+            _ => {
+                self.error(
+                    at,
+                    format!("{op}: input is {x}, expected 1, 2 or 3 spatial dimensions (`[N, C, L]`, `[N, C, H, W]` or `[N, C, D, H, W]`)"),
+                );
+                None
+            }
+        }
+    }
+
     fn rank4(&mut self, x: &Shape, op: &str, at: Loc) -> Option<()> {
         if x.rank() != 4 {
             self.error(
@@ -782,19 +865,21 @@ impl Infer<'_, '_> {
         Some(())
     }
 
-    /// Resolves padding and computes the output size of a sliding window, with an error when a
-    /// size would shrink to zero or below.
+    /// Resolves padding and computes the output size of a sliding window over the spatial
+    /// dimensions of `s` (as many as `k` has sizes), with an error when a size would shrink to
+    /// zero or below. Returns the explicit padding (begins, then ends) and the output sizes.
     #[allow(clippy::too_many_arguments)]
     fn window(
         &mut self,
         op: &str,
         at: Loc,
         s: &Shape,
-        k: [usize; 2],
-        stride: [usize; 2],
-        dil: [usize; 2],
-        pad: Padding,
-    ) -> Option<([usize; 4], [usize; 2])> {
+        k: &[usize],
+        stride: &[usize],
+        dil: &[usize],
+        pad: &Padding,
+    ) -> Option<(Vec<usize>, Vec<usize>)> {
+        let n = k.len();
         if stride.contains(&0) || dil.contains(&0) || k.contains(&0) {
             self.error(
                 at,
@@ -805,7 +890,7 @@ impl Infer<'_, '_> {
         match pad {
             // As ONNX requires: a pooling window that can lie entirely in padding sees no input.
             Padding::Explicit(p)
-                if op.ends_with("pool") && (p[0].max(p[2]) >= k[0] || p[1].max(p[3]) >= k[1]) =>
+                if op.ends_with("pool") && (0..n).any(|d| p[d].max(p[d + n]) >= k[d]) =>
             {
                 self.error(
                     at,
@@ -815,16 +900,25 @@ impl Infer<'_, '_> {
             }
             _ => {}
         }
-        let [h, w] = s.spatial();
+        let sizes = s.spatial_dims();
+        let names: &[&str] = match n {
+            1 => &["length"],
+            2 => &["height", "width"],
+            _ => &["depth", "height", "width"],
+        };
         // What one window spans, dilation included; `None` if that overflows.
-        let extent = [0, 1].map(|d| (k[d] - 1).checked_mul(dil[d])?.checked_add(1));
+        let extent: Vec<Option<usize>> = (0..n)
+            .map(|d| (k[d] - 1).checked_mul(dil[d])?.checked_add(1))
+            .collect();
         let too_large = format!("{op}: the window is too large: kernel {k:?} with dilation {dil:?} spans more than usize::MAX");
         let pad = match pad {
-            Padding::Explicit(p) => p,
+            Padding::Explicit(p) => p.clone(),
+            Padding::Written(_) => unreachable!("window ops resolve written padding first"),
             Padding::Same => {
                 // ONNX SAME_UPPER: the output is ceil(in / stride); extra padding goes at the end.
                 // `(out - 1) * stride < in`, so only adding the window's extent can overflow.
-                let total = |i: usize, d: usize| {
+                let total = |d: usize| {
+                    let i = sizes[d];
                     let out = i.div_ceil(stride[d]);
                     Some(
                         ((out - 1) * stride[d])
@@ -832,29 +926,31 @@ impl Infer<'_, '_> {
                             .saturating_sub(i),
                     )
                 };
-                let (Some(th), Some(tw)) = (total(h, 0), total(w, 1)) else {
+                let Some(totals) = (0..n).map(total).collect::<Option<Vec<usize>>>() else {
                     self.error(at, too_large);
                     return None;
                 };
-                [th / 2, tw / 2, th - th / 2, tw - tw / 2]
+                let begins = totals.iter().map(|t| t / 2);
+                let ends = totals.iter().map(|t| t - t / 2);
+                begins.chain(ends).collect()
             }
         };
-        let mut out = [0; 2];
-        for (d, (size, name)) in [(h, "height"), (w, "width")].into_iter().enumerate() {
+        let mut out = vec![0; n];
+        for (d, (&size, name)) in sizes.iter().zip(names).enumerate() {
             let Some(extent) = extent[d] else {
                 self.error(at, too_large);
                 return None;
             };
             let Some(padded) = size
                 .checked_add(pad[d])
-                .and_then(|p| p.checked_add(pad[d + 2]))
+                .and_then(|p| p.checked_add(pad[d + n]))
             else {
                 self.error(
                     at,
                     format!(
                         "{op}: the padded {name} is too large: {size} + {} + {} overflows",
                         pad[d],
-                        pad[d + 2]
+                        pad[d + n]
                     ),
                 );
                 return None;
@@ -867,6 +963,28 @@ impl Infer<'_, '_> {
         }
         Some((pad, out))
     }
+}
+
+/// The result of a window op on `x`: `[N, c, out...]`, a feature map in 2-D and otherwise
+/// spelt like the input.
+fn window_output(x: &Shape, c: usize, out: &[usize]) -> Shape {
+    let mut dims = vec![x.batch(), c];
+    dims.extend(out);
+    let kind = if out.len() == 2 { Kind::Fm } else { x.kind };
+    Shape::new(crate::ir::DType::F32, dims, kind)
+}
+
+/// `3x3x3`: sizes as the DSL writes them.
+fn join(v: &[usize]) -> String {
+    v.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join("x")
+}
+
+/// A 3-D window attribute as the kernels' `[usize; 3]`.
+fn to3(v: &[usize]) -> [usize; 3] {
+    v.try_into().expect("a 3-D window has 3 sizes")
 }
 
 /// Numpy broadcasting: sizes aligned from the right, each pair equal or one of them 1. A

@@ -7,14 +7,15 @@
 //! values of the graph but never arena bytes: they are left out of the problem, and
 //! [`Planned::slot`] maps the graph's values to the problem's.
 
-use crate::contract::conv_scratch;
-use crate::ir::{Graph, Op, OpKind, ParamId, Producer, ValueId};
+use crate::contract::{conv3d_scratch, conv_scratch};
+use crate::ir::{as_2d, pad_2d, Graph, Op, OpKind, ParamId, Producer, ValueId};
 use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 
-/// f32 elements of scratch an op needs (only `conv2d` has any), from
-/// [`crate::contract::conv_scratch`].
+/// f32 elements of scratch an op needs (only a convolution has any), from
+/// [`crate::contract::conv_scratch`] (1-D runs as 2-D of height 1) or
+/// [`crate::contract::conv3d_scratch`].
 pub fn scratch_len(g: &Graph, op: &Op) -> usize {
-    let OpKind::Conv2d {
+    let OpKind::Conv {
         kernel,
         stride,
         dilation,
@@ -27,16 +28,24 @@ pub fn scratch_len(g: &Graph, op: &Op) -> usize {
     };
     let x = g.shape(op.args[0]);
     let y = g.shape(op.result());
+    let (c_in, c_out) = (x.channels() / groups, y.channels() / groups);
+    let out = y.spatial_dims();
     // Inference rejects a convolution whose scratch size overflows, so this never saturates.
-    conv_scratch(
-        *kernel,
-        *stride,
-        *dilation,
-        pad.resolved(),
-        x.channels() / groups,
-        y.channels() / groups,
-        y.spatial(),
-    )
+    if kernel.len() == 3 {
+        let three = |v: &[usize]| -> [usize; 3] { v.try_into().expect("3-D") };
+        let pad = pad.resolved().try_into().expect("3-D padding has 6 sides");
+        conv3d_scratch(three(kernel), three(stride), pad, c_in, three(out))
+    } else {
+        conv_scratch(
+            as_2d(kernel, 1),
+            as_2d(stride, 1),
+            as_2d(dilation, 1),
+            pad_2d(pad.resolved()),
+            c_in,
+            c_out,
+            as_2d(out, 1),
+        )
+    }
     .unwrap_or(usize::MAX)
 }
 
@@ -198,7 +207,7 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
     for op in &g.ops {
         let c = g.shape(op.result()).channels();
         bias.push(match &op.kind {
-            OpKind::Conv2d {
+            OpKind::Conv {
                 has_bias: false,
                 bn: Some(_),
                 ..

@@ -700,3 +700,85 @@ fn edge_cases() {
         }
     }
 }
+
+/// 1-D and 3-D windows: `same` padding, the padding forms of each rank, and a pooling window
+/// given as one number (its rank found by inference), checked through the declared output type.
+#[test]
+fn nd_windows() {
+    let net = |x: &str, y: &str, body: &str| {
+        format!("net N(x: tensor<f32[{x}]>) -> tensor<f32[{y}]> {{ {body} }}")
+    };
+    let c1 = |args: &str| format!("conv(x, w: weights<2 -> 3xf32 -> 3>{args})");
+    let c3 = |args: &str| format!("conv(x, w: weights<1 -> 3x3x3xf32 -> 1>{args})");
+    // ONNX SAME_UPPER in every rank: the output is ceil(in / stride).
+    expect_ok(&net("1,2,7", "1,3,4", &c1(", stride = 2, pad = same")));
+    expect_ok(&net("1,2,7", "1,3,7", &c1(", dilation = 2, pad = same")));
+    expect_ok(&net(
+        "1,1,5,6,7",
+        "1,1,5,3,4",
+        &c3(", stride = (1, 2, 2), pad = same"),
+    ));
+    // 1-D `(begin, end)`; 3-D `(d, h, w)` and ONNX's six values.
+    expect_ok(&net("1,2,7", "1,3,6", &c1(", pad = (1, 0)")));
+    expect_ok(&net("1,1,4,4,4", "1,1,4,2,6", &c3(", pad = (1, 0, 2)")));
+    expect_ok(&net(
+        "1,1,4,4,4",
+        "1,1,4,2,2",
+        &c3(", pad = (1, 0, 0, 1, 0, 0)"),
+    ));
+    expect_error(
+        &net("1,2,7", "1,3,7", &c1(", pad = (1, 1, 1)")),
+        "(begin, end)",
+    );
+    expect_error(
+        &net("1,1,4,4,4", "1,1,4,4,4", &c3(", pad = (1, 1)")),
+        "(d, h, w)",
+    );
+    expect_error(
+        &net("1,1,4,4,4", "1,1,2,2,2", &c3(", stride = (1, 2)")),
+        "or three",
+    );
+    // The kernel's rank against the input's.
+    expect_error(&net("1,2,7,7", "1,3,5,5", &c1("")), "1-D kernel");
+    expect_error(
+        &net("1,1,4,4,4,4", "1,1,2,2,2,2", &c3("")),
+        "spatial dimensions",
+    );
+    // Pools: one number for every dimension, written padding resolved by inference.
+    expect_ok(&net(
+        "1,3,5",
+        "1,3,5",
+        "max_pool(x, 2, stride = 1, pad = (1, 0))",
+    ));
+    expect_ok(&net(
+        "1,1,4,4,4",
+        "1,1,4,4,4",
+        "max_pool(x, 3, stride = 1, pad = 1)",
+    ));
+    expect_ok(&net(
+        "1,1,4,4,4",
+        "1,1,4,2,4",
+        "avg_pool(x, 3, stride = 1, pad = (1, 0, 1))",
+    ));
+    expect_ok(&net("1,1,4,4,4", "1,1,2,2,2", "max_pool(x, 2x2x2)"));
+    expect_error(
+        &net("1,3,5", "1,3,5", "max_pool(x, 2, pad = (1, 1, 1))"),
+        "does not fit",
+    );
+    expect_error(
+        &net("1,3,6", "1,3,3", "max_pool(x, 2, stride = (1, 2))"),
+        "has 2 sizes",
+    );
+    expect_error(
+        &net(
+            "1,1,4,4,4",
+            "1,1,4,4,4",
+            "max_pool(x, 2, stride = 1, pad = 2)",
+        ),
+        "smaller than the window",
+    );
+    // Channel-wise ops on any spatial rank.
+    expect_ok(&net("1,3,5", "1,3,1", "global_avg_pool(x)"));
+    expect_ok(&net("1,3,2,2,2", "1,3,1,1,1", "global_avg_pool(x)"));
+    expect_ok(&net("1,3,5", "1,3,5", "batch_norm(x, bn: norm<3xf32>)"));
+}

@@ -2,9 +2,11 @@
 //! sizes the arena's scratch) against the kernels' own (`Conv2d::scratch_len`), over a grid of
 //! geometries that crosses every branch and boundary of both: pointwise, depthwise with and
 //! without the band buffer (window, stride, dilation, padding), grouped and plain im2col,
-//! planes below, at and above the band's 16 rows and 16 columns.
+//! planes below, at and above the band's 16 rows and 16 columns. Likewise for conv3d
+//! (`conv3d_scratch` against `Conv3d::scratch_len`): pointwise or not, by window, stride,
+//! padding, groups and output volume. (A 1-D convolution runs as a 2-D one of height 1.)
 
-use kiln_kernels::Conv2d;
+use kiln_kernels::{Conv2d, Conv3d};
 
 #[test]
 fn compiler_and_kernels_agree_on_conv_scratch() {
@@ -56,4 +58,38 @@ fn compiler_and_kernels_agree_on_conv_scratch() {
         }
     }
     assert_eq!(checked, 5 * 4 * 2 * 5 * 5 * 6);
+}
+
+#[test]
+fn compiler_and_kernels_agree_on_conv3d_scratch() {
+    let mut checked = 0;
+    for k in [[1, 1, 1], [3, 3, 3], [1, 2, 3], [2, 1, 1]] {
+        for stride in [[1, 1, 1], [2, 2, 2], [1, 2, 1]] {
+            for pad in [[0; 6], [1; 6], [0, 0, 0, 0, 0, 1], [2, 0, 1, 0, 3, 0]] {
+                for (c_in, c_out, groups) in [(8, 8, 8), (1, 1, 1), (8, 16, 1), (6, 9, 3)] {
+                    for out in [[1, 1, 1], [3, 7, 5], [16, 1, 17]] {
+                        let p = Conv3d {
+                            batch: 2,
+                            c_in,
+                            d: 20,
+                            h: 20,
+                            w: 20,
+                            c_out,
+                            k,
+                            stride,
+                            dilation: [1, 2, 1],
+                            pad,
+                            groups,
+                            out,
+                        };
+                        let dsl =
+                            kiln_dsl::contract::conv3d_scratch(k, stride, pad, c_in / groups, out);
+                        assert_eq!(dsl, Some(p.scratch_len()), "{p:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 3 * 4 * 4 * 3);
 }

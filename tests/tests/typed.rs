@@ -2,7 +2,9 @@
 //! onnxruntime's outputs, made by `scripts/gen_typed_testdata.py` into `data/typed/`.
 
 use kiln::Tensor;
-use kiln_tests::{assert_close, f32_tensors, tensor_of, DataMove, Shuffle, Transformer};
+use kiln_tests::{
+    assert_close, f32_tensors, tensor_of, Conv1d, Conv3d, DataMove, Shuffle, Transformer,
+};
 
 #[test]
 fn transformer_block_matches_onnxruntime() {
@@ -13,6 +15,37 @@ fn transformer_block_matches_onnxruntime() {
         let (want, shape) = &io[name];
         assert_eq!(got.shape(), shape.as_slice(), "{name}: shape");
         assert_close(&got, want);
+    }
+}
+
+#[test]
+fn conv1d_net_matches_onnxruntime() {
+    let io = f32_tensors("typed/conv1d_io.safetensors");
+    let mut model = Conv1d::new();
+    let y = model.run(&io["x"].0).unwrap();
+    let (want, shape) = &io["y"];
+    assert_eq!(y.shape(), shape.as_slice());
+    assert_close(&y, want);
+}
+
+#[test]
+fn conv3d_net_matches_onnxruntime() {
+    let io = f32_tensors("typed/conv3d_io.safetensors");
+    let mut model = Conv3d::new();
+    let y = model.run(&io["x"].0).unwrap();
+    let (want, shape) = &io["y"];
+    assert_eq!(y.shape(), shape.as_slice());
+    assert_close(&y, want);
+}
+
+/// The batch norms fold into the 1-D and 3-D convolutions (and the relus into their
+/// epilogues): the plans hold no batch norm and no activation.
+#[test]
+fn nd_batch_norms_fold_into_convs() {
+    for plan in [Conv1d::PLAN, Conv3d::PLAN] {
+        assert!(!plan.contains("batch_norm"), "{plan}");
+        assert!(!plan.contains("activation"), "{plan}");
+        assert!(plan.contains("conv"), "{plan}");
     }
 }
 

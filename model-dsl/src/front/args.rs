@@ -81,9 +81,16 @@ impl<'a> Args<'a> {
         }
     }
 
-    pub fn positional_pair(&mut self, cx: &mut Builder, what: &str) -> Option<[usize; 2]> {
+    /// A positional window size: one number (for every spatial dimension; `n`, the spatial
+    /// rank, may still be unknown), or one per spatial dimension.
+    pub fn positional_sizes(
+        &mut self,
+        cx: &mut Builder,
+        what: &str,
+        n: Option<usize>,
+    ) -> Option<Vec<usize>> {
         match self.take_positional() {
-            Some(v) => pair_of(cx, &v, &format!("{}: the window", self.op)),
+            Some(v) => sizes_of(cx, &v, &format!("{}: the window", self.op), n),
             None => {
                 cx.error(self.op_span, format!("{}: missing {what}", self.op));
                 None
@@ -193,20 +200,57 @@ impl<'a> Args<'a> {
         }
     }
 
-    pub fn pair(&mut self, cx: &mut Builder, name: &str) -> Option<Option<[usize; 2]>> {
+    /// A named size: one number, or one per spatial dimension (`n` of them when the op knows
+    /// its spatial rank, else 2 or 3), as `2x2x2` or `(1, 2, 2)`.
+    pub fn sizes(
+        &mut self,
+        cx: &mut Builder,
+        name: &str,
+        n: Option<usize>,
+    ) -> Option<Option<Vec<usize>>> {
         match self.named(name) {
             None => Some(None),
-            Some(v) => pair_of(cx, v, &format!("{}: `{name}`", self.op)).map(Some),
+            Some(v) => sizes_of(cx, v, &format!("{}: `{name}`", self.op), n).map(Some),
         }
     }
 
-    pub fn padding(&mut self, cx: &mut Builder) -> Option<Padding> {
-        match self.named("pad") {
-            None => Some(Padding::Explicit([0; 4])),
-            Some(Value::Expr(Expr::Name(i))) if i == "same" => Some(Padding::Same),
-            Some(Value::Expr(Expr::Name(i))) if i == "valid" => Some(Padding::Explicit([0; 4])),
-            Some(v) => pads_of(cx, v).map(Padding::Explicit),
-        }
+    /// `pad = ...`: `same`, `valid`, one number, one per spatial dimension (both ends) or a
+    /// begin and an end per dimension. With the spatial rank `n` known it is resolved to
+    /// [`Padding::Explicit`] here, otherwise inference resolves the [`Padding::Written`] form.
+    pub fn padding(&mut self, cx: &mut Builder, n: Option<usize>) -> Option<Padding> {
+        let written = match self.named("pad") {
+            None => vec![0],
+            Some(Value::Expr(Expr::Name(i))) if i == "same" => return Some(Padding::Same),
+            Some(Value::Expr(Expr::Name(i))) if i == "valid" => vec![0],
+            Some(v) => {
+                let items = match v {
+                    Value::Int(n) => vec![n.value],
+                    Value::Tuple(items, _) if [2, 3, 4, 6].contains(&items.len()) => items
+                        .iter()
+                        .map(|i| int_of(cx, i, "pad"))
+                        .collect::<Option<_>>()?,
+                    _ => vec![],
+                };
+                match n {
+                    Some(n) if !items.is_empty() => match Padding::expand(&items, n) {
+                        Some(p) => return Some(Padding::Explicit(p)),
+                        None => {
+                            cx.error(v.span(), pad_message(&self.op, Some(n)));
+                            return None;
+                        }
+                    },
+                    _ if items.is_empty() => {
+                        cx.error(v.span(), pad_message(&self.op, n));
+                        return None;
+                    }
+                    _ => items,
+                }
+            }
+        };
+        Some(match n.and_then(|n| Padding::expand(&written, n)) {
+            Some(p) => Padding::Explicit(p),
+            None => Padding::Written(written),
+        })
     }
 
     /// Reports arguments nobody asked for; returns whether there were none. After a failed op
@@ -255,7 +299,7 @@ impl<'a> Args<'a> {
 
 fn allowed_named(op: &str) -> &'static [&'static str] {
     match op {
-        "conv2d" => &["stride", "pad", "dilation", "groups", "bias"],
+        "conv" | "conv2d" => &["stride", "pad", "dilation", "groups", "bias"],
         "dense" => &["bias"],
         "batch_norm" => &["eps"],
         "clip" => &["min", "max"],
@@ -274,22 +318,46 @@ fn allowed_named(op: &str) -> &'static [&'static str] {
     }
 }
 
-fn pair_of(cx: &mut Builder, v: &Value, op: &str) -> Option<[usize; 2]> {
+/// One size, or `n` of them (2 or 3 while `n` is unknown), as `2x2` or `(2, 1)`.
+fn sizes_of(cx: &mut Builder, v: &Value, op: &str, n: Option<usize>) -> Option<Vec<usize>> {
+    let fits = |len: usize| n.map_or((2..=3).contains(&len), |n| n > 1 && len == n);
     match v {
-        Value::Int(n) => Some([n.value, n.value]),
-        Value::Dims(d, _) if d.len() == 2 => Some([d[0].value, d[1].value]),
-        Value::Tuple(items, _) if items.len() == 2 => {
-            let a = int_of(cx, &items[0], op)?;
-            let b = int_of(cx, &items[1], op)?;
-            Some([a, b])
+        Value::Int(n) => Some(vec![n.value]),
+        Value::Dims(d, _) if fits(d.len()) => Some(d.iter().map(|d| d.value).collect()),
+        Value::Tuple(items, _) if fits(items.len()) => {
+            items.iter().map(|i| int_of(cx, i, op)).collect()
         }
         other => {
-            cx.error(
-                other.span(),
-                format!("{op} must be one size or two, like `2`, `2x2` or `(2, 1)`"),
-            );
+            let msg = match n {
+                Some(1) => format!("{op} must be one size, like `2`"),
+                Some(2) => format!("{op} must be one size or two, like `2`, `2x2` or `(2, 1)`"),
+                Some(_) => {
+                    format!("{op} must be one size or three, like `2`, `2x2x2` or `(1, 2, 2)`")
+                }
+                None => format!(
+                    "{op} must be one size or one per spatial dimension, like `2`, `2x2` or `(1, 2, 2)`"
+                ),
+            };
+            cx.error(other.span(), msg);
             None
         }
+    }
+}
+
+/// What `pad = ...` may be for an op of spatial rank `n` (the 2-D text is the original one).
+fn pad_message(op: &str, n: Option<usize>) -> String {
+    match n {
+        Some(1) => format!("{op}: expected padding: `same`, `valid`, `1` or `(begin, end)`"),
+        Some(2) => {
+            "expected padding: `same`, `valid`, `1`, `(h, w)` or `(top, left, bottom, right)`"
+                .to_string()
+        }
+        Some(_) => format!(
+            "{op}: expected padding: `same`, `valid`, `1`, `(d, h, w)` or `(d0, h0, w0, d1, h1, w1)`"
+        ),
+        None => format!(
+            "{op}: expected padding: `same`, `valid`, one number, one per spatial dimension, or a begin and an end for each"
+        ),
     }
 }
 

@@ -31,6 +31,7 @@ use crate::syntax::{
 
 /// The operations the DSL knows, for "unknown operation" messages.
 pub const OPS: &[&str] = &[
+    "conv",
     "conv2d",
     "dense",
     "batch_norm",
@@ -684,7 +685,7 @@ impl Builder<'_> {
     fn op(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
         let arg1 = a.positional_spans().first().copied().unwrap_or(span);
         match name {
-            "conv2d" => self.conv2d(span, a),
+            "conv" | "conv2d" => self.conv(name, span, a),
             "dense" => self.dense(span, a),
             "batch_norm" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -760,8 +761,16 @@ impl Builder<'_> {
             }
             "max_pool" | "avg_pool" => {
                 let x = self.inputs::<1>(a, span)?[0];
-                let kernel = a.positional_pair(self, "a window size like `2x2`")?;
-                let stride = a.pair(self, "stride")?.unwrap_or(kernel);
+                let window = a.peek_positional(0).map(|v| self.spans.at(v.span()));
+                let kernel = a.positional_sizes(self, "a window size like `2x2`", None)?;
+                // The spatial rank, if the window says it (`2x2x2`); else inference finds it.
+                let n = (kernel.len() > 1).then_some(kernel.len());
+                let stride = a.sizes(self, "stride", n)?.unwrap_or(kernel.clone());
+                let every = |v: Vec<usize>| match n {
+                    Some(n) if v.len() == 1 => vec![v[0]; n],
+                    _ => v,
+                };
+                let stride = every(stride);
                 let kind = if name == "max_pool" {
                     PoolKind::Max
                 } else {
@@ -772,7 +781,7 @@ impl Builder<'_> {
                 } else {
                     false
                 };
-                let pad = a.padding(self)?;
+                let pad = a.padding(self, n)?;
                 self.add_op(
                     OpKind::Pool {
                         kind,
@@ -784,7 +793,7 @@ impl Builder<'_> {
                     vec![x],
                     span,
                     &[arg1],
-                    None,
+                    window,
                 )
             }
             "global_avg_pool" => {
@@ -1038,16 +1047,12 @@ impl Builder<'_> {
         }
     }
 
-    fn conv2d(&mut self, span: Span, a: &mut Args) -> Option<ValueId> {
+    /// `conv` (1-, 2- or 3-D, as many spatial dimensions as the kernel has sizes) and `conv2d`
+    /// (2-D; one kernel size means a square window).
+    fn conv(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
         let arg1 = a.positional_spans().first().copied().unwrap_or(span);
         let x = self.inputs::<1>(a, span)?[0];
         let (pname, pty) = a.param(self, "weights, like `w1: weights<3 -> 3x3xf32 -> 16>`")?;
-        let stride = a.pair(self, "stride")?.unwrap_or([1, 1]);
-        let dilation = a.pair(self, "dilation")?.unwrap_or([1, 1]);
-        let groups_span = a.named_span("groups").unwrap_or(span);
-        let groups = a.usize(self, "groups")?.unwrap_or(1);
-        let has_bias = a.bool(self, "bias", true)?;
-        let pad = a.padding(self)?;
         let ParamType::Weights {
             c_in,
             kernel: Some((kernel, dtype)),
@@ -1055,50 +1060,74 @@ impl Builder<'_> {
             ..
         } = pty
         else {
+            let example = if name == "conv2d" {
+                "KhxKwxf32"
+            } else {
+                "3x3xf32"
+            };
             self.error(
                 pty.span(),
-                "conv2d weights need a kernel size: `weights<Cin -> KhxKwxf32 -> Cout>`",
+                format!("{name} weights need a kernel size: `weights<Cin -> {example} -> Cout>`"),
             );
             return None;
         };
-        self.check_dtype(dtype)?;
-        let [kh, kw] = match kernel.as_slice() {
-            [k] => [k.value, k.value],
-            [h, w] => [h.value, w.value],
-            _ => {
+        let kernel: Vec<usize> = match (name, kernel.as_slice()) {
+            ("conv2d", [k]) => vec![k.value, k.value],
+            ("conv2d", [h, w]) => vec![h.value, w.value],
+            ("conv2d", _) => {
                 self.error(dtype.span, "conv2d: expected a 2-D kernel like `3x3xf32`");
                 return None;
             }
+            (_, k) if (1..=3).contains(&k.len()) => k.iter().map(|k| k.value).collect(),
+            _ => {
+                self.error(
+                    dtype.span,
+                    format!("{name}: expected a kernel of 1, 2 or 3 sizes, like `3xf32`, `3x3xf32` or `3x3x3xf32`"),
+                );
+                return None;
+            }
         };
-        if kh == 0 || kw == 0 || c_in.value == 0 || c_out.value == 0 {
-            self.error(pty.span(), "conv2d: sizes must be at least 1");
+        let n = kernel.len();
+        let stride = a.sizes(self, "stride", Some(n))?;
+        let dilation = a.sizes(self, "dilation", Some(n))?;
+        let groups_span = a.named_span("groups").unwrap_or(span);
+        let groups = a.usize(self, "groups")?.unwrap_or(1);
+        let has_bias = a.bool(self, "bias", true)?;
+        let pad = a.padding(self, Some(n))?;
+        self.check_dtype(dtype)?;
+        if kernel.contains(&0) || c_in.value == 0 || c_out.value == 0 {
+            self.error(pty.span(), format!("{name}: sizes must be at least 1"));
             return None;
         }
         if groups == 0 || c_in.value % groups != 0 || c_out.value % groups != 0 {
-            self.error(groups_span, format!("conv2d: groups = {groups} must divide both the input channels ({}) and the output channels ({})", c_in.value, c_out.value));
+            self.error(groups_span, format!("{name}: groups = {groups} must divide both the input channels ({}) and the output channels ({})", c_in.value, c_out.value));
             return None;
         }
+        // One size means that size in every spatial dimension.
+        let every = |v: Option<Vec<usize>>| match v {
+            Some(v) if v.len() == 1 => vec![v[0]; n],
+            Some(v) => v,
+            None => vec![1; n],
+        };
+        let (stride, dilation) = (every(stride), every(dilation));
         if stride.contains(&0) || dilation.contains(&0) {
             self.error(
                 span,
-                "conv2d: kernel, stride and dilation must be at least 1",
+                format!("{name}: kernel, stride and dilation must be at least 1"),
             );
             return None;
         }
-        let w = self.param(
-            pname,
-            pty,
-            "weight",
-            vec![c_out.value, c_in.value / groups, kh, kw],
-        )?;
+        let mut shape = vec![c_out.value, c_in.value / groups];
+        shape.extend(&kernel);
+        let w = self.param(pname, pty, "weight", shape)?;
         let mut args = vec![x, w];
         if has_bias {
             args.push(self.param(pname, pty, "bias", vec![c_out.value])?);
         }
         let decl = self.spans.at(c_in.span);
-        let kind = OpKind::Conv2d {
+        let kind = OpKind::Conv {
             c_in: c_in.value,
-            kernel: [kh, kw],
+            kernel,
             stride,
             dilation,
             pad,

@@ -62,22 +62,58 @@ pub enum PoolKind {
     Avg,
 }
 
-/// Window padding as declared; inference resolves `Same` against the input's size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Window padding as declared; inference resolves `Same` and `Written` against the input.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Padding {
     /// ONNX `SAME_UPPER`: the output is `ceil(in / stride)`, extra padding at the end.
     Same,
-    /// `[top, left, bottom, right]`.
-    Explicit([usize; 4]),
+    /// Begins then ends, one of each per spatial dimension (ONNX `pads` order): `[begin, end]`
+    /// in 1-D, `[top, left, bottom, right]` in 2-D, `[d0, h0, w0, d1, h1, w1]` in 3-D.
+    Explicit(Vec<usize>),
+    /// As written, before the front end knew the spatial rank `n` (a pooling window given as
+    /// one number): one number for every side, `n` numbers for both ends of each dimension, or
+    /// `2n` in [`Padding::Explicit`]'s order. Inference resolves it ([`Padding::expand`]).
+    Written(Vec<usize>),
 }
 
 impl Padding {
-    /// The padding of a typed graph, where inference has resolved every `Same`.
-    pub fn resolved(self) -> [usize; 4] {
+    /// The padding of a typed graph, where inference has resolved every `Same` and `Written`.
+    pub fn resolved(&self) -> &[usize] {
         match self {
             Padding::Explicit(p) => p,
-            Padding::Same => unreachable!("the IR verifier rejects `Same` padding in typed graphs"),
+            Padding::Same | Padding::Written(_) => {
+                unreachable!("the IR verifier rejects unresolved padding in typed graphs")
+            }
         }
+    }
+
+    /// Written numbers as explicit padding over `n` spatial dimensions, or `None` when their
+    /// count is neither 1, `n` nor `2n`.
+    pub fn expand(written: &[usize], n: usize) -> Option<Vec<usize>> {
+        match written.len() {
+            1 => Some(vec![written[0]; 2 * n]),
+            l if l == n => Some(written.iter().chain(written).copied().collect()),
+            l if l == 2 * n => Some(written.to_vec()),
+            _ => None,
+        }
+    }
+}
+
+/// `[h, w]` geometry for the 2-D kernels: a 1-D size `[w]` runs as `[fill, w]` (height 1).
+pub fn as_2d(v: &[usize], fill: usize) -> [usize; 2] {
+    match v {
+        [w] => [fill, *w],
+        [h, w] => [*h, *w],
+        _ => unreachable!("the IR verifier checks window ranks"),
+    }
+}
+
+/// `[top, left, bottom, right]` for the 2-D kernels: 1-D `[begin, end]` pads only the width.
+pub fn pad_2d(p: &[usize]) -> [usize; 4] {
+    match p {
+        [b, e] => [0, *b, 0, *e],
+        [t, l, b, r] => [*t, *l, *b, *r],
+        _ => unreachable!("the IR verifier checks padding lengths"),
     }
 }
 
@@ -140,12 +176,14 @@ pub enum ReshapeTo {
 pub enum OpKind {
     /// Args: `x, weight, [bias], [gamma, beta, mean, var]` (the last four once a batch norm has
     /// been folded in: `bn` holds its epsilon).
-    Conv2d {
+    /// 1-, 2- or 3-D: `kernel`, `stride` and `dilation` have one size per spatial dimension
+    /// of the input (`[N, C, L]`, `[N, C, H, W]`, `[N, C, D, H, W]`).
+    Conv {
         /// Input channels as the weights declare them (the weight tensor holds `c_in / groups`).
         c_in: usize,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        dilation: [usize; 2],
+        kernel: Vec<usize>,
+        stride: Vec<usize>,
+        dilation: Vec<usize>,
         pad: Padding,
         groups: usize,
         has_bias: bool,
@@ -165,10 +203,12 @@ pub enum OpKind {
     },
     Unary(Act),
     Binary(BinOp),
+    /// 1-, 2- or 3-D. The front end may leave `kernel` and `stride` at one size each when it
+    /// cannot know the rank (`max_pool(h, 2)`); inference gives them one per spatial dimension.
     Pool {
         kind: PoolKind,
-        kernel: [usize; 2],
-        stride: [usize; 2],
+        kernel: Vec<usize>,
+        stride: Vec<usize>,
         pad: Padding,
         count_include_pad: bool,
     },
@@ -241,7 +281,11 @@ pub enum OpKind {
 impl OpKind {
     pub fn name(&self) -> &'static str {
         match self {
-            OpKind::Conv2d { .. } => "conv2d",
+            OpKind::Conv { kernel, .. } => match kernel.len() {
+                1 => "conv1d",
+                3 => "conv3d",
+                _ => "conv2d",
+            },
             OpKind::Dense { .. } => "dense",
             OpKind::BatchNorm { .. } => "batch_norm",
             OpKind::Unary(_) => "activation",
@@ -299,7 +343,7 @@ impl OpKind {
     pub fn arity(&self) -> (Option<usize>, usize) {
         let stats = |bn: &Option<f32>| if bn.is_some() { 4 } else { 0 };
         let n = match self {
-            OpKind::Conv2d { has_bias, bn, .. } | OpKind::Dense { has_bias, bn, .. } => {
+            OpKind::Conv { has_bias, bn, .. } | OpKind::Dense { has_bias, bn, .. } => {
                 2 + usize::from(*has_bias) + stats(bn)
             }
             OpKind::BatchNorm { .. } => 5,

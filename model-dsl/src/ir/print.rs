@@ -83,10 +83,11 @@ struct Attrs<'a>(&'a OpKind);
 impl fmt::Display for Attrs<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut items: Vec<String> = Vec::new();
-        let pair = |p: [usize; 2]| format!("{}x{}", p[0], p[1]);
+        let sizes = |p: &[usize]| join(p, "x");
         let pad = |p: &Padding| match p {
             Padding::Same => "same".to_string(),
-            Padding::Explicit(p) => format!("{},{},{},{}", p[0], p[1], p[2], p[3]),
+            Padding::Explicit(p) => join(p, ","),
+            Padding::Written(p) => format!("written({})", join(p, ",")),
         };
         let act = |a: &Act, items: &mut Vec<String>| {
             if *a != Act::None {
@@ -94,7 +95,7 @@ impl fmt::Display for Attrs<'_> {
             }
         };
         match self.0 {
-            OpKind::Conv2d {
+            OpKind::Conv {
                 c_in,
                 kernel,
                 stride,
@@ -106,9 +107,9 @@ impl fmt::Display for Attrs<'_> {
                 act: a,
             } => {
                 items.push(format!("c_in={c_in}"));
-                items.push(format!("kernel={}", pair(*kernel)));
-                items.push(format!("stride={}", pair(*stride)));
-                items.push(format!("dilation={}", pair(*dilation)));
+                items.push(format!("kernel={}", sizes(kernel)));
+                items.push(format!("stride={}", sizes(stride)));
+                items.push(format!("dilation={}", sizes(dilation)));
                 items.push(format!("pad={}", pad(p)));
                 items.push(format!("groups={groups}"));
                 items.push(format!("bias={has_bias}"));
@@ -140,8 +141,8 @@ impl fmt::Display for Attrs<'_> {
                 count_include_pad,
                 ..
             } => {
-                items.push(format!("kernel={}", pair(*kernel)));
-                items.push(format!("stride={}", pair(*stride)));
+                items.push(format!("kernel={}", sizes(kernel)));
+                items.push(format!("stride={}", sizes(stride)));
                 items.push(format!("pad={}", pad(p)));
                 if *count_include_pad {
                     items.push("count_include_pad".into());
@@ -219,6 +220,14 @@ impl fmt::Display for Attrs<'_> {
             write!(f, " {{{}}}", items.join(" "))
         }
     }
+}
+
+/// `3x3`, `1,1,1,1`: sizes joined by `sep`.
+fn join(v: &[usize], sep: &str) -> String {
+    v.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 fn act_text(a: &Act) -> String {

@@ -58,7 +58,7 @@ pub fn verify(g: &Graph) -> Result<(), String> {
             }
         }
         let params_from = match &op.kind {
-            OpKind::Conv2d { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => 1,
+            OpKind::Conv { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => 1,
             _ => op.args.len(),
         };
         for a in &op.args[params_from..] {
@@ -82,12 +82,27 @@ pub fn verify(g: &Graph) -> Result<(), String> {
         for (i, op) in g.ops.iter().enumerate() {
             let name = op.kind.name();
             match &op.kind {
-                OpKind::Conv2d {
-                    pad: Padding::Same, ..
+                OpKind::Conv {
+                    pad: Padding::Same | Padding::Written(_),
+                    ..
                 }
                 | OpKind::Pool {
-                    pad: Padding::Same, ..
-                } => return Err(format!("op {i} ({name}): `same` padding left unresolved")),
+                    pad: Padding::Same | Padding::Written(_),
+                    ..
+                } => return Err(format!("op {i} ({name}): padding left unresolved")),
+                OpKind::Conv {
+                    kernel,
+                    stride,
+                    dilation,
+                    pad: Padding::Explicit(pad),
+                    ..
+                } => window_ranks(g, op, i, kernel, stride, Some(dilation), pad)?,
+                OpKind::Pool {
+                    kernel,
+                    stride,
+                    pad: Padding::Explicit(pad),
+                    ..
+                } => window_ranks(g, op, i, kernel, stride, None, pad)?,
                 OpKind::Reshape(_) => {
                     let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
                     if y.bytes() > x.bytes() {
@@ -103,6 +118,33 @@ pub fn verify(g: &Graph) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A typed window op has one kernel size, stride and dilation per spatial dimension of its
+/// input (1 to 3 of them) and a begin and an end padding for each.
+fn window_ranks(
+    g: &Graph,
+    op: &crate::ir::Op,
+    i: usize,
+    kernel: &[usize],
+    stride: &[usize],
+    dilation: Option<&Vec<usize>>,
+    pad: &[usize],
+) -> Result<(), String> {
+    let n = g.shape(op.args[0]).rank().wrapping_sub(2);
+    let ok = (1..=3).contains(&n)
+        && kernel.len() == n
+        && stride.len() == n
+        && dilation.is_none_or(|d| d.len() == n)
+        && pad.len() == 2 * n;
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "op {i} ({}): kernel {kernel:?}, stride {stride:?}, dilation {dilation:?} and padding {pad:?} do not fit {n} spatial dimensions",
+            op.kind.name()
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -156,8 +198,8 @@ mod tests {
         assert_eq!(verify(&g), Ok(()));
         g.ops[0].kind = OpKind::Pool {
             kind: crate::ir::PoolKind::Max,
-            kernel: [2, 2],
-            stride: [2, 2],
+            kernel: vec![2, 2],
+            stride: vec![2, 2],
             pad: Padding::Same,
             count_include_pad: false,
         };
