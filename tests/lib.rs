@@ -190,6 +190,26 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// A data-dependent chain: rows `s..e` of `x` (run-time bounds, clamped as ONNX does), then
+    /// arithmetic on the run-time-sized result, and a reduction back to a static size.
+    pub net DynSlice(x: tensor<f32[10, 4]>, s: tensor<i64[1]>, e: tensor<i64[1]>)
+        -> (tensor<f32[?, 4]>, tensor<f32[4]>)
+    {
+        let t = slice(x, starts = s, ends = e, axes = [0]);
+        let y0 = mul(relu(t), 2.0);
+        (y0, reduce_sum(y0, axes = [0], keepdims = false))
+    }
+}
+
+kiln::network! {
+    /// The positive elements of `x`: `nonzero` finds how many at run time.
+    pub net NonZero(x: tensor<f32[12]>) -> tensor<f32[?]> {
+        let idx = nonzero(greater(x, 0.0));
+        gather(x, reshape(idx, [-1]), axis = 0)
+    }
+}
+
 /// A reference input/output pair computed by onnxruntime.
 #[derive(Debug)]
 pub struct Golden {

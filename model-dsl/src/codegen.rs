@@ -196,6 +196,12 @@ impl Model<'_> {
     /// One op: split the arena into what it reads and writes, then call its kernel.
     fn op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
+        let dynamic = matches!(op.kind, OpKind::SliceDyn { .. } | OpKind::NonZero)
+            || self.graph.shape(op.result()).is_dynamic()
+            || op.args.iter().any(|a| self.graph.shape(*a).is_dynamic());
+        if dynamic {
+            return self.dyn_op(i);
+        }
         if op.kind.is_alias() {
             return TokenStream::new();
         }
@@ -522,6 +528,20 @@ impl Model<'_> {
             OpKind::Squeeze { .. } | OpKind::Unsqueeze { .. } => {
                 unreachable!("inference turns these into reshapes")
             }
+            OpKind::SliceDyn { .. } | OpKind::NonZero => unreachable!("`dyn_op` emits these"),
+            OpKind::Compare(cmp) => {
+                let cmp = cmp_tokens(*cmp);
+                let out_dims = &y_shape.dims;
+                let strides = |v: ValueId| {
+                    let s = self.graph.shape(v);
+                    let mut d = vec![1; y_shape.rank() - s.rank()];
+                    d.extend(&s.dims);
+                    broadcast_strides(&d, out_dims)
+                };
+                let (sa, sb) = (strides(op.args[0]), strides(op.args[1]));
+                let (a, b) = (&read_args[0], &read_args[1]);
+                quote! { #k::compare_nd(#k::CompareOp::#cmp, &#k::BinaryNd { out: &[#(#out_dims),*], a_strides: &[#(#sa),*], b_strides: &[#(#sb),*] }, #a, #b, out); }
+            }
             OpKind::Cast(to) => {
                 let x = &read_args[0];
                 if *to == crate::ir::DType::Bool {
@@ -572,6 +592,261 @@ impl Model<'_> {
             {
                 let ([#(#read_ids),*], [#(#write_ids),*]) = ::kiln::__private::io(&mut *__arena, [#(#reads),*], [#(#writes),*]);
                 #out_view
+                #call
+            }
+        }
+    }
+
+    /// The index of the run-time buffer of a data-dependent value (in value order).
+    fn dyn_index(&self, v: ValueId) -> usize {
+        self.graph.values[..v.index()]
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| self.graph.types[*j].is_dynamic())
+            .count()
+    }
+
+    /// The data-dependent values' buffers this variant uses.
+    pub fn dyn_count(&self) -> usize {
+        self.graph.types.iter().filter(|t| t.is_dynamic()).count()
+    }
+
+    /// Dimension `i` of `v` as an expression: a constant, or the run-time size variable.
+    fn size(&self, v: ValueId, i: usize) -> TokenStream {
+        let s = self.graph.shape(v);
+        match s.run_dim(i) {
+            Some(k) => {
+                let d = format_ident!("__d{}", k);
+                quote! { #d }
+            }
+            None => {
+                let n = s.dims[i];
+                quote! { #n }
+            }
+        }
+    }
+
+    fn sizes(&self, v: ValueId) -> Vec<TokenStream> {
+        (0..self.graph.shape(v).rank())
+            .map(|i| self.size(v, i))
+            .collect()
+    }
+
+    /// The product of dimensions `range` of `v`, as an expression.
+    fn product(&self, v: ValueId, range: std::ops::Range<usize>) -> TokenStream {
+        let d: Vec<TokenStream> = range.map(|i| self.size(v, i)).collect();
+        quote! { (1usize #(* #d)*) }
+    }
+
+    /// One op that reads or writes a data-dependent value: sizes are run-time expressions, such
+    /// values live in the model's grow-only [`DynBuf`]s (`__dynK`), and an op that finds a new
+    /// size (`slice` with run-time bounds, `nonzero`, a reshape's `-1`) defines its variable
+    /// `__dK` for the ops after it.
+    fn dyn_op(&self, i: usize) -> TokenStream {
+        let op = &self.graph.ops[i];
+        let k = quote! { ::kiln::__private::kernels };
+        let y = op.result();
+        let ys = self.graph.shape(y);
+        let rank = ys.rank();
+        let own = format_ident!("__dyn{}", self.dyn_index(y));
+        let ydims = self.sizes(y);
+        // Run-time size variables this op defines: declared here, assigned inside the op's block.
+        let new_vars: Vec<u32> = match op.kind {
+            OpKind::SliceDyn { .. } | OpKind::NonZero => {
+                (0..rank).filter_map(|d| ys.run_dim(d)).collect()
+            }
+            _ => Vec::new(),
+        };
+        let declare = new_vars.iter().map(|v| {
+            let d = format_ident!("__d{}", v);
+            quote! { let #d: usize; }
+        });
+        let declare = quote! { #(#declare)* };
+        if op.kind.is_alias() {
+            // A reshape of a data-dependent value: its `-1` size, and its shape for outputs.
+            let x = op.args[0];
+            let total = self.product(x, 0..self.graph.shape(x).rank());
+            let defs = (0..rank)
+                .filter_map(|d| ys.run_dim(d).map(|v| (d, v)))
+                .map(|(d, v)| {
+                    let var = format_ident!("__d{}", v);
+                    let known: usize = (0..rank).filter(|&e| e != d).map(|e| ys.dims[e]).product();
+                    quote! { let #var: usize = #total / #known; }
+                });
+            return quote! {
+                #(#defs)*
+                #own.set_shape(&[#(#ydims),*]);
+            };
+        }
+        let mut reads = Vec::new();
+        let mut read_args = Vec::new();
+        for a in &op.args {
+            let s = self.graph.shape(*a);
+            if s.is_dynamic() {
+                let root = self.graph.alias_root(*a);
+                let buf = format_ident!("__dyn{}", self.dyn_index(root));
+                let t = rust_type(s.dtype);
+                let len = self.product(*a, 0..s.rank());
+                read_args.push(quote! { #buf.view::<#t>(#len) });
+                continue;
+            }
+            match self.loc(*a) {
+                Loc::Input(n) => {
+                    let id = format_ident!("__x{}", n);
+                    read_args.push(quote! { #id });
+                }
+                Loc::Arena(a0, a1) => {
+                    let id = format_ident!("r{}", reads.len());
+                    reads.push(quote! { #a0..#a1 });
+                    read_args.push(self.typed(*a, quote! { #id }));
+                }
+                Loc::Param(a0, a1) => read_args.push(quote! { &__params[#a0..#a1] }),
+            }
+        }
+        let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
+        let (writes, write_ids, out) = if ys.is_dynamic() {
+            let t = rust_type(ys.dtype);
+            let len = self.product(y, 0..rank);
+            let out = quote! { let out = #own.ensure::<#t>(#len, &[#(#ydims),*])?; };
+            (vec![], vec![], out)
+        } else {
+            let Loc::Arena(o0, o1) = self.loc(y) else {
+                unreachable!("results of ops live in the arena")
+            };
+            (
+                vec![quote! { #o0..#o1 }],
+                vec![format_ident!("out")],
+                self.typed_mut(y, quote! { out }),
+            )
+        };
+        let x = read_args.first().cloned().unwrap_or_default();
+        // Definitions of new size variables that need the op's inputs, before `out` is sized.
+        let mut defs = TokenStream::new();
+        let call = match &op.kind {
+            OpKind::Unary(act) => {
+                let act = act_tokens(*act);
+                quote! { (__k.unary)(#act, #x, out); }
+            }
+            OpKind::Math(m) => {
+                let m = format_ident!("{}", format!("{m:?}"));
+                quote! { #k::unary_math(#k::UnaryMath::#m, #x, out); }
+            }
+            OpKind::Cast(to) if *to == crate::ir::DType::Bool => {
+                quote! { #k::cast_to_bool(#x, out); }
+            }
+            OpKind::Cast(_) => quote! { #k::cast(#x, out); },
+            OpKind::Copy => quote! { out.copy_from_slice(#x); },
+            OpKind::Binary(_) | OpKind::Compare(_) => {
+                let aligned = |v: ValueId| {
+                    let r = self.graph.shape(v).rank();
+                    let mut d: Vec<TokenStream> =
+                        (0..rank - r).map(|_| quote! { 1usize }).collect();
+                    d.extend(self.sizes(v));
+                    d
+                };
+                let (da, db) = (aligned(op.args[0]), aligned(op.args[1]));
+                let b = &read_args[1];
+                let geom =
+                    quote! { &#k::BinaryNd { out: &__o, a_strides: &__sa, b_strides: &__sb } };
+                let call = match &op.kind {
+                    OpKind::Binary(bop) => {
+                        let bop = format_ident!("{}", format!("{bop:?}"));
+                        quote! { #k::binary_nd(#k::BinaryOp::#bop, #geom, #x, #b, out); }
+                    }
+                    OpKind::Compare(c) => {
+                        let c = cmp_tokens(*c);
+                        quote! { #k::compare_nd(#k::CompareOp::#c, #geom, #x, #b, out); }
+                    }
+                    _ => unreachable!(),
+                };
+                quote! {
+                    let __o = [#(#ydims),*];
+                    let __sa = ::kiln::__private::broadcast_strides([#(#da),*], __o);
+                    let __sb = ::kiln::__private::broadcast_strides([#(#db),*], __o);
+                    #call
+                }
+            }
+            OpKind::Reduce { kind, axes, .. } => {
+                let xv = op.args[0];
+                let xs = self.graph.shape(xv);
+                let big: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| a as usize)
+                    .filter(|&a| xs.dims[a] != 1 || xs.run_dim(a).is_some())
+                    .collect();
+                let (outer, len, inner) = match (big.first(), big.last()) {
+                    (Some(&f), Some(&l)) => (
+                        self.product(xv, 0..f),
+                        self.product(xv, f..l + 1),
+                        self.product(xv, l + 1..xs.rank()),
+                    ),
+                    _ => (
+                        self.product(xv, 0..xs.rank()),
+                        quote! { 1usize },
+                        quote! { 1usize },
+                    ),
+                };
+                let kind = match kind {
+                    crate::ir::ReduceKind::Sum => quote! { #k::Reduce::Sum },
+                    crate::ir::ReduceKind::Mean => quote! { #k::Reduce::Mean },
+                    crate::ir::ReduceKind::Max => quote! { #k::Reduce::Max },
+                };
+                quote! { #k::reduce(#kind, #outer, #len, #inner, #x, out); }
+            }
+            OpKind::Gather { axis, .. } => {
+                let xs = self.graph.shape(op.args[0]);
+                let a = *axis as usize;
+                let outer: usize = xs.dims[..a].iter().product();
+                let len = xs.dims[a];
+                let inner: usize = xs.dims[a + 1..].iter().product();
+                let idx = &read_args[1];
+                quote! {
+                    #k::gather(#outer, #len, #inner, #x, #idx, out)
+                        .map_err(|e| ::kiln::__private::index_error("gather", e))?;
+                }
+            }
+            OpKind::SliceDyn { axes } => {
+                let xs = self.graph.shape(op.args[0]);
+                let (starts, ends) = (&read_args[1], &read_args[2]);
+                let mut first: Vec<TokenStream> = (0..rank).map(|_| quote! { 0usize }).collect();
+                for (j, &a) in axes.iter().enumerate() {
+                    let a = a as usize;
+                    let dim = xs.dims[a];
+                    let st = format_ident!("__st{}", j);
+                    let var = format_ident!(
+                        "__d{}",
+                        ys.run_dim(a).expect("sliced axes have run-time sizes")
+                    );
+                    defs.extend(quote! {
+                        let (#st, __n) = ::kiln::__private::slice_bounds(#starts[#j], #ends[#j], #dim);
+                        #var = __n;
+                    });
+                    first[a] = quote! { #st };
+                }
+                let shape = &xs.dims;
+                let ones = vec![quote! { 1isize }; rank];
+                quote! {
+                    #k::slice(&#k::Slice { shape: &[#(#shape),*], starts: &[#(#first),*], steps: &[#(#ones),*], out: &[#(#ydims),*] }, #x, out);
+                }
+            }
+            OpKind::NonZero => {
+                let xs = self.graph.shape(op.args[0]);
+                let var = format_ident!(
+                    "__d{}",
+                    ys.run_dim(1).expect("nonzero's count is a run-time size")
+                );
+                let shape = &xs.dims;
+                defs.extend(quote! { #var = #k::nonzero_count(#x); });
+                quote! { #k::nonzero(&[#(#shape),*], #var, #x, out); }
+            }
+            other => unreachable!("inference rejects {} on run-time sizes", other.name()),
+        };
+        quote! {
+            #declare
+            {
+                let ([#(#read_ids),*], [#(#write_ids),*]) = ::kiln::__private::io(&mut *__arena, [#(#reads),*], [#(#writes),*]);
+                #defs
+                #out
                 #call
             }
         }
@@ -686,6 +961,19 @@ fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
         acc *= dims[i];
     }
     st
+}
+
+/// The kernels' name of a comparison.
+fn cmp_tokens(c: crate::ir::CmpOp) -> proc_macro2::Ident {
+    use crate::ir::CmpOp;
+    let name = match c {
+        CmpOp::Equal => "Eq",
+        CmpOp::Less => "Less",
+        CmpOp::Greater => "Greater",
+        CmpOp::LessEq => "LessEq",
+        CmpOp::GreaterEq => "GreaterEq",
+    };
+    format_ident!("{}", name)
 }
 
 /// The Rust element type of a dtype (`bool` is stored as `u8`, 0 or 1).
@@ -830,6 +1118,19 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
         quote! { (#(#out_tys),*) }
     };
     // One `exec` per variant: the straight line of kernel calls for its shapes and plan.
+    // Data-dependent values: one grow-only buffer each, owned by the model.
+    let n_dyn = variants.iter().map(Model::dyn_count).max().unwrap_or(0);
+    let dyn_names: Vec<_> = (0..n_dyn).map(|j| format_ident!("__dyn{}", j)).collect();
+    let (dyn_param, dyn_open, dyn_close, dyn_arg) = if n_dyn > 0 {
+        (
+            quote! { __dyn: &'a mut [::kiln::__private::DynBuf; #n_dyn], },
+            quote! { let [#(#dyn_names),*] = __dyn; },
+            quote! { #(let #dyn_names: &'a ::kiln::__private::DynBuf = #dyn_names;)* },
+            quote! { &mut self.dynamic, },
+        )
+    } else {
+        (quote! {}, quote! {}, quote! {}, quote! {})
+    };
     let execs = variants.iter().enumerate().map(|(k, m)| {
             let exec = if multi { format_ident!("exec_{}", k) } else { format_ident!("exec") };
             let body = m.graph.ops.iter().enumerate().map(|(i, _)| m.op(i));
@@ -838,6 +1139,14 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 .outputs
                 .iter()
                 .map(|o| {
+                    let s = m.graph.shape(o.value);
+                    if s.is_dynamic() {
+                        let root = format_ident!("__dyn{}", m.dyn_index(m.graph.alias_root(o.value)));
+                        let own = format_ident!("__dyn{}", m.dyn_index(o.value));
+                        let t = rust_type(s.dtype);
+                        let len = m.product(o.value, 0..s.rank());
+                        return quote! { ::kiln::__private::Tensor::new(#root.view::<#t>(#len), #own.shape()) };
+                    }
                     let Loc::Arena(a, b) = m.loc(o.value) else {
                         unreachable!("lowering copies input-backed outputs into the arena")
                     };
@@ -860,9 +1169,11 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             quote! {
                 #doc
                 #[allow(unused_variables, clippy::too_many_arguments)]
-                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                    #dyn_open
                     #(#body)*
                     let __arena: &'a [f32] = __arena;
+                    #dyn_close
                     ::core::result::Result::Ok(#out_expr)
                 }
             }
@@ -884,7 +1195,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             let arena = arena_of(arena_bytes);
             return quote! {
                 #checks
-                Self::exec(self.kernels, self.params.as_slice(), #arena, #(#input_idents),*)
+                Self::exec(self.kernels, self.params.as_slice(), #arena, #dyn_arg #(#input_idents),*)
             };
         }
         let arms = variants.iter().enumerate().map(|(k, m)| {
@@ -895,7 +1206,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 #k => {
                     #checks
                     let __arena = #arena;
-                    Self::#exec(self.kernels, self.params.as_slice(), __arena, #(#input_idents),*)
+                    Self::#exec(self.kernels, self.params.as_slice(), __arena, #dyn_arg #(#input_idents),*)
                 }
             }
         });
@@ -991,6 +1302,32 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
         ),
         None => (quote! {}, quote! {}),
     };
+    // `run_in` runs in the caller's arena with `&self`; a model with data-dependent values
+    // needs its own grow-only buffers, so it has `run` only.
+    let (dyn_field, dyn_init) = if n_dyn > 0 {
+        (
+            quote! {
+                /// Grow-only buffers of the data-dependent values.
+                dynamic: [::kiln::__private::DynBuf; #n_dyn],
+            },
+            quote! { dynamic: [const { ::kiln::__private::DynBuf::new() }; #n_dyn], },
+        )
+    } else {
+        (quote! {}, quote! {})
+    };
+    let run_in_fn = if n_dyn == 0 {
+        quote! {
+                /// Runs the network in a caller-provided arena of at least `ARENA_BYTES` bytes
+                /// (with several precompiled shapes, the chosen variant's
+                /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
+                /// the outputs borrow from it. Allocates nothing.
+                pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                    #run_in_body
+                }
+        }
+    } else {
+        quote! {}
+    };
     let debug_name = name.to_string();
 
     quote! {
@@ -999,6 +1336,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             params: ::kiln::__private::AlignedBuf,
             arena: ::kiln::__private::AlignedBuf,
             kernels: &'static ::kiln::__private::kernels::Kernels,
+            #dyn_field
         }
 
         const _: () = {
@@ -1041,6 +1379,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                         arena,
                         // The ISA is chosen once, here; `run` never detects.
                         kernels: ::kiln::__private::kernels::best(),
+                        #dyn_init
                     }
                 }
 
@@ -1053,13 +1392,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                     #run_body
                 }
 
-                /// Runs the network in a caller-provided arena of at least `ARENA_BYTES` bytes
-                /// (with several precompiled shapes, the chosen variant's
-                /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
-                /// the outputs borrow from it. Allocates nothing.
-                pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
-                    #run_in_body
-                }
+                #run_in_fn
 
                 #execs
             }

@@ -34,6 +34,7 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
     let mut cx = Infer {
         g,
         binding,
+        runs: 0,
         types: vec![None; g.values.len()],
         errors,
         bytes: 0,
@@ -80,15 +81,42 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         resolved.push(kind);
     }
     for o in &g.outputs {
-        let (Some(actual), Some(declared)) =
-            (cx.types[o.value.index()].clone(), o.ty.bind(binding))
-        else {
+        let Some(actual) = cx.types[o.value.index()].clone() else {
             continue;
         };
-        if actual != declared {
+        // `?` in the declared type stands for a size known only at run time.
+        let declared: Vec<Option<usize>> =
+            o.ty.dims
+                .iter()
+                .map(|d| match d {
+                    crate::ir::Dim::Known(n) => Some(Some(*n)),
+                    crate::ir::Dim::Sym(s) => binding.get(s.index()).map(|&v| Some(v)),
+                    crate::ir::Dim::Any => Some(None),
+                })
+                .collect::<Option<_>>()
+                .unwrap_or_default();
+        let fits = declared.len() == actual.rank()
+            && o.ty.dtype == actual.dtype
+            && declared.iter().enumerate().all(|(i, d)| match d {
+                Some(n) => actual.run_dim(i).is_none() && actual.dims[i] == *n,
+                None => actual.run_dim(i).is_some(),
+            });
+        if !fits {
+            let shown = match o.ty.bind(binding) {
+                Some(s) => s.to_string(),
+                None => format!(
+                    "tensor<{}[{}]>",
+                    o.ty.dtype,
+                    declared
+                        .iter()
+                        .map(|d| d.map_or("?".to_string(), |n| n.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            };
             cx.error(
                 o.ty_loc,
-                format!("output type is {declared} but the network computes {actual}"),
+                format!("output type is {shown} but the network computes {actual}"),
             );
         }
     }
@@ -120,6 +148,8 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
 struct Infer<'a, 'e> {
     g: &'a Graph,
     binding: &'a [usize],
+    /// Run-time size variables handed out so far.
+    runs: u32,
     types: Vec<Option<Shape>>,
     errors: &'e mut Errors,
     /// Bytes claimed so far against [`MAX_BYTES`].
@@ -181,6 +211,12 @@ impl Infer<'_, '_> {
         let decl = op.decl.unwrap_or(op.loc);
         let mut kind = op.kind.clone();
         self.dtypes(op, &args)?;
+        if let Some(d) = args.iter().position(Shape::is_dynamic) {
+            if !dynamic_ok(&op.kind) {
+                self.error(op.arg_loc(d), format!("{name}: {} has a size known only at run time, and {name} needs static sizes; on run-time sizes kiln supports elementwise ops, arithmetic, comparisons, cast, reductions, reshape with one -1 and gather", args[d]));
+                return None;
+            }
+        }
         let out = match &mut kind {
             OpKind::Conv {
                 c_in,
@@ -298,6 +334,45 @@ impl Infer<'_, '_> {
                 x.clone()
             }
             OpKind::Unary(_) | OpKind::Copy | OpKind::Math(_) => x.clone(),
+            OpKind::Compare(c) => {
+                let y = &args[1];
+                let Some(mut shape) = self.broadcast_runs(x, y) else {
+                    self.error(op.loc, format!("{}: cannot broadcast {x} with {y}: each size must match or be 1 (a run-time size only matches itself or 1)", c.name()));
+                    return None;
+                };
+                shape.dtype = crate::ir::DType::Bool;
+                shape
+            }
+            OpKind::NonZero => {
+                let n = x.elements();
+                let k = self.new_run();
+                let mut out = Shape::tensor(crate::ir::DType::I64, vec![x.rank().max(1), n]);
+                out.run = vec![None, Some(k)];
+                out
+            }
+            OpKind::SliceDyn { axes } => {
+                for (i, what) in [(1, "starts"), (2, "ends")] {
+                    let b = &args[i];
+                    if b.dtype != crate::ir::DType::I64 || b.dims != [axes.len()] {
+                        self.error(op.arg_loc(i), format!("slice: `{what}` is {b}; with `axes = {axes:?}` it must be tensor<i64[{}]>", axes.len()));
+                        return None;
+                    }
+                }
+                let mut out = Shape::tensor(x.dtype, x.dims.clone());
+                out.run = vec![None; x.rank()];
+                let mut norm = Vec::new();
+                for &a in axes.iter() {
+                    let a = self.axis(a, x, name, decl)?;
+                    if norm.contains(&a) {
+                        self.error(decl, format!("slice: axis {a} is given twice"));
+                        return None;
+                    }
+                    norm.push(a);
+                    out.run[a] = Some(self.new_run());
+                }
+                *axes = norm.iter().map(|&a| a as i64).collect();
+                out
+            }
             OpKind::Constant(_) => unreachable!("constants return above"),
             OpKind::Softmax { axis, .. } => {
                 let default = if x.kind == Kind::Tensor || x.rank() < 2 {
@@ -371,7 +446,11 @@ impl Infer<'_, '_> {
                 norm.sort_unstable();
                 norm.dedup();
                 // The kernel reduces one block of adjacent axes; axes of size 1 cost nothing.
-                let big: Vec<usize> = norm.iter().copied().filter(|&a| x.dims[a] != 1).collect();
+                let big: Vec<usize> = norm
+                    .iter()
+                    .copied()
+                    .filter(|&a| x.dims[a] != 1 || x.run_dim(a).is_some())
+                    .collect();
                 if big.windows(2).any(|w| w[1] != w[0] + 1) {
                     self.error(decl, format!("{name}: reducing {x} over the non-adjacent axes {big:?} is not supported yet; reduce one block of adjacent axes at a time"));
                     return None;
@@ -386,7 +465,20 @@ impl Infer<'_, '_> {
                 }
                 *axes = norm.iter().map(|&a| a as i64).collect();
                 let kind = if *keepdims { x.kind } else { Kind::Tensor };
-                Shape::new(x.dtype, dims, kind)
+                let mut out = Shape::new(x.dtype, dims, kind);
+                if x.is_dynamic() {
+                    out.run = (0..x.rank())
+                        .filter(|i| !norm.contains(i) || *keepdims)
+                        .map(|i| {
+                            if norm.contains(&i) {
+                                None
+                            } else {
+                                x.run_dim(i)
+                            }
+                        })
+                        .collect();
+                }
+                out
             }
             OpKind::Cast(to) => {
                 let k = if *to == crate::ir::DType::F32 {
@@ -394,9 +486,15 @@ impl Infer<'_, '_> {
                 } else {
                     Kind::Tensor
                 };
-                Shape::new(*to, x.dims.clone(), k)
+                let mut out = Shape::new(*to, x.dims.clone(), k);
+                out.run = x.run.clone();
+                out
             }
             OpKind::Gather { axis, indices } => {
+                if x.is_dynamic() {
+                    self.error(op.arg_loc(0), format!("gather: the data {x} has a size known only at run time; only the indices may"));
+                    return None;
+                }
                 let a = self.axis(*axis, x, name, decl)?;
                 *axis = a as i64;
                 let len = x.dims[a];
@@ -422,9 +520,20 @@ impl Infer<'_, '_> {
                         idx.dims.clone()
                     }
                 };
+                let idx_run = match indices {
+                    Some(_) => Vec::new(),
+                    None => args[1].run.clone(),
+                };
+                let idx_rank = idx_dims.len();
                 let mut dims = x.dims[..a].to_vec();
                 dims.extend(idx_dims);
                 dims.extend(&x.dims[a + 1..]);
+                if !idx_run.is_empty() {
+                    let mut out = Shape::tensor(x.dtype, dims);
+                    out.run = vec![None; out.rank()];
+                    out.run[a..a + idx_rank].copy_from_slice(&idx_run);
+                    return Some((kind, vec![out]));
+                }
                 if dims.len() > crate::ir::MAX_RANK {
                     self.error(
                         op.loc,
@@ -573,7 +682,7 @@ impl Infer<'_, '_> {
             }
             OpKind::Binary(bop) => {
                 let y = &args[1];
-                let Some(shape) = broadcast(x, y) else {
+                let Some(shape) = self.broadcast_runs(x, y) else {
                     let name = match bop {
                         BinOp::Add => "add",
                         BinOp::Sub => "sub",
@@ -672,6 +781,32 @@ impl Infer<'_, '_> {
             OpKind::Reshape(ReshapeTo::Flatten) => {
                 // A view of the input's bytes: nothing new to count against `MAX_BYTES`.
                 return Some((kind, vec![Shape::vec(x.batch(), x.elements() / x.batch())]));
+            }
+            OpKind::Reshape(ReshapeTo::Dims(dims)) if x.is_dynamic() => {
+                let known = dims
+                    .iter()
+                    .filter(|&&d| d > 0)
+                    .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
+                let minus = dims.iter().filter(|&&d| d == -1).count();
+                let valid = dims.iter().all(|&d| d > 0 || d == -1) && minus == 1;
+                let Some(known) = known.filter(|&k| valid && k > 0) else {
+                    self.error(decl, format!("reshape: {x} has a size known only at run time: give the new sizes as numbers with one `-1` for the rest"));
+                    return None;
+                };
+                let k = self.new_run();
+                let out_dims = dims
+                    .iter()
+                    .map(|&d| {
+                        if d == -1 {
+                            x.elements() / known
+                        } else {
+                            d as usize
+                        }
+                    })
+                    .collect();
+                let mut out = Shape::tensor(x.dtype, out_dims);
+                out.run = dims.iter().map(|&d| (d == -1).then_some(k)).collect();
+                return Some((kind, vec![out]));
             }
             OpKind::Reshape(ReshapeTo::Dims(dims)) => {
                 let mut out = Vec::new();
@@ -813,6 +948,49 @@ impl Infer<'_, '_> {
             return None;
         }
         Some(())
+    }
+
+    /// A fresh run-time size variable.
+    fn new_run(&mut self) -> u32 {
+        self.runs += 1;
+        self.runs - 1
+    }
+
+    /// Broadcasting that knows run-time sizes: a run-time size matches only itself or a 1.
+    fn broadcast_runs(&mut self, a: &Shape, b: &Shape) -> Option<Shape> {
+        if !a.is_dynamic() && !b.is_dynamic() {
+            return broadcast(a, b);
+        }
+        if a.dtype != b.dtype {
+            return None;
+        }
+        let rank = a.rank().max(b.rank());
+        let at = |s: &Shape, i: usize| -> (usize, Option<u32>) {
+            let off = rank - s.rank();
+            if i < off {
+                (1, None)
+            } else {
+                (s.dims[i - off], s.run_dim(i - off))
+            }
+        };
+        let mut dims = Vec::new();
+        let mut run = Vec::new();
+        for i in 0..rank {
+            let (x, y) = (at(a, i), at(b, i));
+            let d = match (x, y) {
+                ((n, None), (m, None)) if n == m || m == 1 => (n, None),
+                ((1, None), (m, None)) => (m, None),
+                ((n, Some(r)), (_, Some(s))) if r == s => (n, Some(r)),
+                ((n, Some(r)), (1, None)) | ((1, None), (n, Some(r))) => (n, Some(r)),
+                _ => return None,
+            };
+            dims.push(d.0);
+            run.push(d.1);
+        }
+        let kind = if a.rank() >= b.rank() { a.kind } else { b.kind };
+        let mut out = Shape::new(a.dtype, dims, kind);
+        out.run = run;
+        Some(out)
     }
 
     /// An axis of `x`, negative counting from the end, as an index.
@@ -1014,6 +1192,22 @@ pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
         .collect::<Option<Vec<_>>>()?;
     let kind = if a.rank() >= b.rank() { a.kind } else { b.kind };
     Some(Shape::new(a.dtype, dims, kind))
+}
+
+/// Whether an op accepts values whose sizes are known only at run time.
+fn dynamic_ok(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Unary(_)
+            | OpKind::Math(_)
+            | OpKind::Cast(_)
+            | OpKind::Copy
+            | OpKind::Binary(_)
+            | OpKind::Compare(_)
+            | OpKind::Reduce { .. }
+            | OpKind::Reshape(ReshapeTo::Dims(_))
+            | OpKind::Gather { indices: None, .. }
+    )
 }
 
 /// ONNX `Slice` on one axis of size `dim`: the first index taken and how many, with ONNX's

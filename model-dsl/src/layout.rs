@@ -70,6 +70,8 @@ pub fn problem(g: &Graph) -> Planned {
         };
         let (def, kind, name) = match v.producer {
             Producer::Param(_) => continue,
+            // Data-dependent values live in the model's grow-only buffers, not in the arena.
+            Producer::Op { .. } if g.shape(id).is_dynamic() => continue,
             Producer::Input(_) => (0, ValueKind::External, format!("{name} (input)")),
             Producer::Op { op, .. } => {
                 let o = g.op(op);

@@ -12,6 +12,7 @@
 //! Everything here is safe code; bytes become `f32`s through bytemuck with checked alignment.
 
 mod arena;
+mod dynamic;
 mod error;
 mod tensor;
 mod weights;
@@ -34,6 +35,7 @@ pub fn isa() -> &'static str {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::arena::{arena_f32, io, Aligned, AlignedBuf};
+    pub use crate::dynamic::{broadcast_strides, slice_bounds, DynBuf};
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
     pub use crate::{Arena, AsInput, Error, Tensor};

@@ -1,13 +1,19 @@
-//! Symbolic sizes and precompiled shape variants (`where (h, w) in [...]`): each variant against
-//! onnxruntime's outputs for that input size (`data/typed/multishape_io_<h>x<w>.safetensors`),
-//! the choice of variant at run time, errors for shapes the model was not compiled for, and no
-//! allocation when switching variants.
+//! Sizes that are not fixed when the model is written.
+//!
+//! * Symbolic sizes and precompiled shape variants (`where (h, w) in [...]`): each variant
+//!   against onnxruntime's outputs for that input size
+//!   (`data/typed/multishape_io_<h>x<w>.safetensors`), the choice of variant at run time, errors
+//!   for shapes the model was not compiled for, and no allocation when switching variants.
+//! * Data-dependent sizes (`slice` with run-time bounds, `nonzero`): onnxruntime's outputs at
+//!   several run-time sizes (`dynslice_io_<s>_<e>`, `nonzero_io_<n>`), and grow-only buffers: a
+//!   run with equal or smaller sizes than an earlier one allocates nothing.
+//! * Layout-map inputs.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use kiln::{Error, Tensor};
-use kiln_tests::{assert_close, f32_tensors, MultiShape, Nhwc};
+use kiln_tests::{assert_close, f32_tensors, tensor_of, DynSlice, MultiShape, Nhwc, NonZero};
 
 thread_local! {
     /// Allocations made by this thread (tests run on threads of their own, so counts do not mix).
@@ -197,4 +203,73 @@ fn a_layout_map_input_takes_a_channels_last_buffer() {
     assert_close(&model.run(&nhwc).unwrap(), &want);
     // The transpose is planned like any op: the plan shows it.
     assert!(Nhwc::PLAN.contains("= transpose"), "{}", Nhwc::PLAN);
+}
+
+/// `(s, e)` of each `dynslice_io_<s>_<e>.safetensors`, and the rows it keeps.
+const DYN_CASES: [(i64, i64, usize); 4] = [(2, 7, 5), (0, 10, 10), (-3, 100, 3), (5, 5, 0)];
+
+fn dynslice_case(s: i64, e: i64) -> String {
+    format!("typed/dynslice_io_{s}_{e}.safetensors")
+}
+
+#[test]
+fn data_dependent_slice_matches_onnxruntime_at_every_size() {
+    let mut model = DynSlice::new();
+    for (s, e, rows) in DYN_CASES {
+        let io = dynslice_case(s, e);
+        let (x, _) = tensor_of::<f32>(&io, "x");
+        let (y0, y1) = model.run(&x, &[s], &[e]).unwrap();
+        let (want0, shape0) = tensor_of::<f32>(&io, "y0");
+        assert_eq!(y0.shape(), shape0.as_slice(), "s = {s}, e = {e}");
+        assert_eq!(y0.shape(), &[rows, 4]);
+        assert_close(&y0, &want0);
+        assert_close(&y1, &tensor_of::<f32>(&io, "y1").0);
+    }
+}
+
+#[test]
+fn data_dependent_buffers_grow_only() {
+    let (x, _) = tensor_of::<f32>(&dynslice_case(2, 7), "x");
+    let mut model = DynSlice::new();
+    // The first run of each size larger than any before may allocate; the counter must see it.
+    let first = allocations_during(|| {
+        model.run(&x, &[0], &[10]).unwrap();
+    });
+    assert!(first > 0, "the first run sizes the buffers");
+    // Equal and smaller sizes reuse them.
+    let again = allocations_during(|| {
+        for (s, e) in [(0, 10), (2, 7), (5, 5), (-3, 100), (0, 10)] {
+            let (y0, y1) = model.run(&x, &[s], &[e]).unwrap();
+            std::hint::black_box((y0.as_slice(), y1.as_slice()));
+        }
+    });
+    assert_eq!(
+        again, 0,
+        "runs with equal or smaller sizes allocated {again} times"
+    );
+}
+
+#[test]
+fn nonzero_matches_onnxruntime_at_every_count() {
+    let mut model = NonZero::new();
+    for n in [3usize, 6, 0] {
+        let io = format!("typed/nonzero_io_{n}.safetensors");
+        let (x, _) = tensor_of::<f32>(&io, "x");
+        let (want, shape) = tensor_of::<f32>(&io, "y");
+        let y = model.run(&x).unwrap();
+        assert_eq!(y.shape(), shape.as_slice(), "n = {n}");
+        assert_eq!(y.shape(), &[n]);
+        assert_close(&y, &want);
+    }
+}
+
+#[test]
+fn data_dependent_models_print_their_run_time_sizes() {
+    // Data-dependent values are not in the planned arena: the plan lists only the static part.
+    assert!(!DynSlice::PLAN.contains("= slice"), "{}", DynSlice::PLAN);
+    assert!(
+        DynSlice::PLAN.contains("= reduce_sum"),
+        "{}",
+        DynSlice::PLAN
+    );
 }

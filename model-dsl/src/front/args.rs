@@ -146,6 +146,21 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// Whether the named argument is an expression (a tensor) rather than a literal.
+    pub fn named_is_expr(&self, name: &str) -> bool {
+        self.named
+            .iter()
+            .any(|(n, v)| *n == name && matches!(v, Value::Expr(_)))
+    }
+
+    /// The named argument as an expression (a tensor), if it is one.
+    pub fn named_expr(&mut self, name: &str) -> Option<Expr> {
+        match self.named(name)? {
+            Value::Expr(e) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
     /// A named whole number that may be negative (an axis).
     pub fn int(&mut self, cx: &mut Builder, name: &str) -> Option<Option<i64>> {
         match self.named(name) {
@@ -312,6 +327,7 @@ fn allowed_named(op: &str) -> &'static [&'static str] {
         "reduce_sum" | "reduce_mean" | "reduce_max" => &["axes", "keepdims"],
         "split" => &["axis", "sizes"],
         "gather" => &["axis"],
+        "equal" | "less" | "greater" | "less_equal" | "greater_equal" | "nonzero" => &[],
         "slice" => &["starts", "ends", "axes", "steps"],
         "squeeze" | "unsqueeze" => &["axes"],
         _ => &[],

@@ -21,7 +21,7 @@ use syn::Ident;
 use super::args::{pads_of, Args};
 use crate::diag::{closest, plural, Diag, Errors, Loc};
 use crate::ir::{
-    Act, BinOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Producer,
+    Act, BinOp, CmpOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Producer,
     ReduceKind, ReshapeTo, Shape, SymId, TensorType, ValueId, MAX_RANK,
 };
 use crate::syntax::{
@@ -74,6 +74,12 @@ pub const OPS: &[&str] = &[
     "slice",
     "squeeze",
     "unsqueeze",
+    "nonzero",
+    "equal",
+    "less",
+    "greater",
+    "less_equal",
+    "greater_equal",
 ];
 
 /// The DSL's location table: each [`Loc`] is a token, or a range of tokens from the first to
@@ -131,6 +137,11 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
             cx.scope.insert(input.name.to_string(), None);
             continue;
         };
+        if ty.dims.contains(&Dim::Any) {
+            cx.error(input.ty.span, format!("input `{}`: `?` sizes are for outputs only; give an input's sizes as numbers or as names listed in `where`", input.name));
+            cx.scope.insert(input.name.to_string(), None);
+            continue;
+        }
         let loc = cx.spans.at(input.name.span());
         // With a layout map the caller passes another axis order; one transpose at the
         // boundary gives the network its own.
@@ -414,10 +425,7 @@ impl Builder<'_> {
                     };
                     Dim::Sym(SymId(id as u32))
                 }
-                SizeExpr::Any(span) => {
-                    self.error(*span, "`?` sizes are not supported yet: give the size");
-                    return None;
-                }
+                SizeExpr::Any(_) => Dim::Any,
             });
         }
         if dims.len() > MAX_RANK {
@@ -920,6 +928,46 @@ impl Builder<'_> {
                         None
                     }
                 }
+            }
+            "slice" if a.named_is_expr("starts") || a.named_is_expr("ends") => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let decl = a.named_span("starts").map(|s| self.spans.at(s));
+                let (starts_span, ends_span) = (
+                    a.named_span("starts").unwrap_or(span),
+                    a.named_span("ends").unwrap_or(span),
+                );
+                let (Some(s), Some(e)) = (a.named_expr("starts"), a.named_expr("ends")) else {
+                    self.error(span, "slice: with run-time bounds, `starts` and `ends` are both tensors of i64 (and `steps` is 1)");
+                    return None;
+                };
+                let (s, e) = (self.expr(&s)?, self.expr(&e)?);
+                let Some(axes) = a.list(self, "axes")? else {
+                    self.error(
+                        span,
+                        "slice: with run-time bounds, give the axes as a list, like `axes = [0]`",
+                    );
+                    return None;
+                };
+                self.add_op(
+                    OpKind::SliceDyn { axes },
+                    vec![x, s, e],
+                    span,
+                    &[arg1, starts_span, ends_span],
+                    decl,
+                )
+            }
+            "nonzero" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                self.add_op(OpKind::NonZero, vec![x], span, &[arg1], None)
+            }
+            "equal" | "less" | "greater" | "less_equal" | "greater_equal" => {
+                let [x, y] = self.operands(a, span)?;
+                let c = CmpOp::ALL
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, c)| *c)?;
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::Compare(c), vec![x, y], span, &spans, None)
             }
             "slice" => {
                 let x = self.inputs::<1>(a, span)?[0];

@@ -125,6 +125,32 @@ pub enum ReduceKind {
     Max,
 }
 
+/// Elementwise comparisons, giving `bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Equal,
+    Less,
+    Greater,
+    LessEq,
+    GreaterEq,
+}
+
+impl CmpOp {
+    pub const ALL: [(&'static str, CmpOp); 5] = [
+        ("equal", CmpOp::Equal),
+        ("less", CmpOp::Less),
+        ("greater", CmpOp::Greater),
+        ("less_equal", CmpOp::LessEq),
+        ("greater_equal", CmpOp::GreaterEq),
+    ];
+    pub fn name(self) -> &'static str {
+        CmpOp::ALL
+            .iter()
+            .find(|(_, c)| *c == self)
+            .map_or("compare", |(n, _)| n)
+    }
+}
+
 /// Elementwise math without a fused-epilogue form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MathOp {
@@ -257,6 +283,16 @@ pub enum OpKind {
         axes: Vec<i64>,
         steps: Vec<i64>,
     },
+    /// ONNX `Slice` with run-time bounds: args `x, starts, ends` (i64, one entry per axis of
+    /// `axes`), step 1. The result's sizes along `axes` are known only at run time.
+    SliceDyn {
+        axes: Vec<i64>,
+    },
+    /// ONNX `NonZero`: the indices of the nonzero elements, `i64 [rank, n]` with `n` known only
+    /// at run time.
+    NonZero,
+    /// Elementwise comparison with broadcasting, giving `bool`.
+    Compare(CmpOp),
     /// Removes size-1 axes (all of them when `axes` is empty); inference makes it a reshape.
     Squeeze {
         axes: Vec<i64>,
@@ -324,6 +360,9 @@ impl OpKind {
             OpKind::Math(m) => m.name(),
             OpKind::Constant(_) => "constant",
             OpKind::Cast(_) => "cast",
+            OpKind::SliceDyn { .. } => "slice",
+            OpKind::NonZero => "nonzero",
+            OpKind::Compare(c) => c.name(),
             OpKind::Gather { .. } => "gather",
             OpKind::Slice { .. } => "slice",
             OpKind::Squeeze { .. } => "squeeze",
@@ -347,7 +386,9 @@ impl OpKind {
                 2 + usize::from(*has_bias) + stats(bn)
             }
             OpKind::BatchNorm { .. } => 5,
-            OpKind::Binary(_) | OpKind::MatMul => 2,
+            OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) => 2,
+            OpKind::SliceDyn { .. } => 3,
+            OpKind::NonZero => 1,
             OpKind::Concat { .. } => return (None, 1),
             OpKind::Constant(_) => 0,
             OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),

@@ -71,9 +71,18 @@ pub fn print(g: &Graph) -> String {
     out
 }
 
-/// `f32[1,16,8,8]`: the shape without the DSL's spelling.
+/// `f32[1,16,8,8]`: the shape without the DSL's spelling; a run-time size `k` bounded by `n` is
+/// `?k<=n`.
 fn dims(s: &Shape) -> String {
-    let d: Vec<String> = s.dims.iter().map(|d| d.to_string()).collect();
+    let d: Vec<String> = s
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match s.run_dim(i) {
+            Some(k) => format!("?{k}<={d}"),
+            None => d.to_string(),
+        })
+        .collect();
     format!("{}[{}]", s.dtype, d.join(","))
 }
 
@@ -157,6 +166,7 @@ impl fmt::Display for Attrs<'_> {
                         _ if i == 0 && !batch_given => "batch".to_string(),
                         super::Dim::Known(n) => n.to_string(),
                         super::Dim::Sym(s) => format!("${}", s.0),
+                        super::Dim::Any => "?".to_string(),
                     })
                     .collect();
                 items.push(format!("to={}[{}]", ty.dtype, d.join(",")));
@@ -179,6 +189,8 @@ impl fmt::Display for Attrs<'_> {
             }
             OpKind::Constant(v) => items.push(format!("value={v:?}")),
             OpKind::Cast(d) => items.push(format!("to={d}")),
+            OpKind::SliceDyn { axes } => items.push(format!("axes={axes:?}")),
+            OpKind::NonZero | OpKind::Compare(_) => {}
             OpKind::Gather { axis, indices } => {
                 items.push(format!("axis={axis}"));
                 if let Some(i) = indices {

@@ -94,6 +94,8 @@ impl SymId {
 pub enum Dim {
     Known(usize),
     Sym(SymId),
+    /// `?`: decided at run time (a data-dependent size; allowed on outputs).
+    Any,
 }
 
 /// How the user wrote a type; only for printing it back.
@@ -130,35 +132,43 @@ impl TensorType {
             .map(|d| match d {
                 Dim::Known(n) => Some(*n),
                 Dim::Sym(s) => binding.get(s.index()).copied(),
+                Dim::Any => None,
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(Shape {
-            dtype: self.dtype,
-            dims,
-            kind: self.kind,
-        })
+        Some(Shape::new(self.dtype, dims, self.kind))
     }
 }
 
 /// A concrete shape: what inference assigns to every value.
+///
+/// A *data-dependent* value (the result of `nonzero`, of a `slice` with run-time bounds, and
+/// whatever is computed from them) has sizes known only at run time: `run[i]` is then
+/// `Some(k)`, the run-time size variable `k` the generated code computes, and `dims[i]` is an
+/// upper bound. `run` is empty for a static shape.
 #[derive(Clone, Debug, Eq)]
 pub struct Shape {
     pub dtype: DType,
     pub dims: Vec<usize>,
     pub kind: Kind,
+    pub run: Vec<Option<u32>>,
 }
 
 /// Shapes are equal when dtype and dimensions are: `fm<16xf32[8,8]>` is
 /// `tensor<f32[1,16,8,8]>`.
 impl PartialEq for Shape {
     fn eq(&self, other: &Shape) -> bool {
-        self.dtype == other.dtype && self.dims == other.dims
+        self.dtype == other.dtype && self.dims == other.dims && self.run == other.run
     }
 }
 
 impl Shape {
     pub fn new(dtype: DType, dims: Vec<usize>, kind: Kind) -> Shape {
-        Shape { dtype, dims, kind }
+        Shape {
+            dtype,
+            dims,
+            kind,
+            run: Vec::new(),
+        }
     }
     pub fn fm(n: usize, c: usize, h: usize, w: usize) -> Shape {
         Shape::new(DType::F32, vec![n, c, h, w], Kind::Fm)
@@ -168,6 +178,14 @@ impl Shape {
     }
     pub fn tensor(dtype: DType, dims: Vec<usize>) -> Shape {
         Shape::new(dtype, dims, Kind::Tensor)
+    }
+    /// Whether some size is known only at run time.
+    pub fn is_dynamic(&self) -> bool {
+        self.run.iter().any(Option::is_some)
+    }
+    /// The run-time size variable of dimension `i`, if it has one.
+    pub fn run_dim(&self, i: usize) -> Option<u32> {
+        self.run.get(i).copied().flatten()
     }
     pub fn rank(&self) -> usize {
         self.dims.len()
@@ -228,7 +246,11 @@ impl fmt::Display for Shape {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    write!(f, "{s}")?;
+                    if self.run_dim(i).is_some() {
+                        f.write_str("?")?;
+                    } else {
+                        write!(f, "{s}")?;
+                    }
                 }
                 return f.write_str("]>");
             }
