@@ -196,8 +196,10 @@ impl Model<'_> {
     /// One op: split the arena into what it reads and writes, then call its kernel.
     fn op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
-        let dynamic = matches!(op.kind, OpKind::SliceDyn { .. } | OpKind::NonZero)
-            || self.graph.shape(op.result()).is_dynamic()
+        let dynamic = matches!(
+            op.kind,
+            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range
+        ) || self.graph.shape(op.result()).is_dynamic()
             || op.args.iter().any(|a| self.graph.shape(*a).is_dynamic());
         if dynamic {
             return self.dyn_op(i);
@@ -407,7 +409,9 @@ impl Model<'_> {
                 let x = &read_args[0];
                 quote! { (__k.global_avg_pool)(#n, #c, #sp, #x, out); }
             }
-            OpKind::Concat { axis } if *axis != 1 || y_shape.rank() != 4 => {
+            OpKind::Concat { axis }
+                if *axis != 1 || y_shape.rank() != 4 || y_shape.dtype != crate::ir::DType::F32 =>
+            {
                 let a = *axis as usize;
                 let outer: usize = y_shape.dims[..a].iter().product();
                 let inner: usize = y_shape.dims[a + 1..].iter().product();
@@ -528,7 +532,9 @@ impl Model<'_> {
             OpKind::Squeeze { .. } | OpKind::Unsqueeze { .. } => {
                 unreachable!("inference turns these into reshapes")
             }
-            OpKind::SliceDyn { .. } | OpKind::NonZero => unreachable!("`dyn_op` emits these"),
+            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range => {
+                unreachable!("`dyn_op` emits these")
+            }
             OpKind::Compare(cmp) => {
                 let cmp = cmp_tokens(*cmp);
                 let out_dims = &y_shape.dims;
@@ -652,7 +658,7 @@ impl Model<'_> {
         let ydims = self.sizes(y);
         // Run-time size variables this op defines: declared here, assigned inside the op's block.
         let new_vars: Vec<u32> = match op.kind {
-            OpKind::SliceDyn { .. } | OpKind::NonZero => {
+            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range => {
                 (0..rank).filter_map(|d| ys.run_dim(d)).collect()
             }
             _ => Vec::new(),
@@ -828,6 +834,20 @@ impl Model<'_> {
                 quote! {
                     #k::slice(&#k::Slice { shape: &[#(#shape),*], starts: &[#(#first),*], steps: &[#(#ones),*], out: &[#(#ydims),*] }, #x, out);
                 }
+            }
+            OpKind::Range => {
+                let var = format_ident!(
+                    "__d{}",
+                    ys.run_dim(0).expect("range's count is a run-time size")
+                );
+                let (l, d) = (&read_args[1], &read_args[2]);
+                let count = if matches!(ys.dtype, crate::ir::DType::F32 | crate::ir::DType::F64) {
+                    quote! { ::kiln::__private::range_count_f64(#x[0] as f64, #l[0] as f64, #d[0] as f64)? }
+                } else {
+                    quote! { ::kiln::__private::range_count_i64(#x[0] as i64, #l[0] as i64, #d[0] as i64)? }
+                };
+                defs.extend(quote! { #var = #count; });
+                quote! { #k::range(#x[0], #d[0], out); }
             }
             OpKind::NonZero => {
                 let xs = self.graph.shape(op.args[0]);

@@ -343,6 +343,26 @@ impl Infer<'_, '_> {
                 shape.dtype = crate::ir::DType::Bool;
                 shape
             }
+            OpKind::Range => {
+                for (i, b) in args.iter().enumerate() {
+                    let numeric = matches!(
+                        b.dtype,
+                        crate::ir::DType::F32
+                            | crate::ir::DType::F64
+                            | crate::ir::DType::I64
+                            | crate::ir::DType::I32
+                    );
+                    if b.rank() != 0 || b.dtype != x.dtype || !numeric {
+                        self.error(op.arg_loc(i), format!("range: start, limit and delta are scalars of one numeric dtype, like `tensor<i64[]>`; argument {} is {b}", i + 1));
+                        return None;
+                    }
+                }
+                // No bound: the count is whatever the values say.
+                let k = self.new_run();
+                let mut out = Shape::tensor(x.dtype, vec![0]);
+                out.run = vec![Some(k)];
+                out
+            }
             OpKind::NonZero => {
                 let n = x.elements();
                 let k = self.new_run();

@@ -96,6 +96,38 @@ pub fn slice_bounds(start: i64, end: i64, dim: usize) -> (usize, usize) {
     (s as usize, if e > s { (e - s) as usize } else { 0 })
 }
 
+/// ONNX `Range`'s element count, `max(ceil((limit - start) / delta), 0)`, for integers; a zero
+/// step, or a count that does not fit `usize`, is an `Err`.
+pub fn range_count_i64(start: i64, limit: i64, delta: i64) -> Result<usize, Error> {
+    if delta == 0 {
+        return Err(Error::RangeStep);
+    }
+    let span = i128::from(limit) - i128::from(start);
+    let d = i128::from(delta);
+    // Ceiling division with the sign of the step.
+    let n = if (span > 0) == (d > 0) && span != 0 {
+        (span + d - d.signum()) / d
+    } else {
+        0
+    };
+    usize::try_from(n).map_err(|_| Error::OutOfMemory { bytes: usize::MAX })
+}
+
+/// [`range_count_i64`] for floats (a NaN or infinite bound or step is an `Err`).
+pub fn range_count_f64(start: f64, limit: f64, delta: f64) -> Result<usize, Error> {
+    let n = ((limit - start) / delta).ceil();
+    if delta == 0.0 || !n.is_finite() {
+        return Err(Error::RangeStep);
+    }
+    if n <= 0.0 {
+        return Ok(0);
+    }
+    if n >= usize::MAX as f64 {
+        return Err(Error::OutOfMemory { bytes: usize::MAX });
+    }
+    Ok(n as usize)
+}
+
 /// Element strides of an operand of sizes `dims` broadcast to `out` (same rank), 0 where it is
 /// broadcast: run-time geometry for the rank-N kernels.
 pub fn broadcast_strides<const R: usize>(dims: [usize; R], out: [usize; R]) -> [usize; R] {
@@ -136,6 +168,18 @@ mod tests {
         assert_eq!(slice_bounds(5, 5, 10), (5, 0));
         assert_eq!(slice_bounds(8, 2, 10), (8, 0));
         assert_eq!(slice_bounds(i64::MIN, i64::MAX, 10), (0, 10));
+    }
+
+    #[test]
+    fn range_counts_follow_onnx() {
+        assert_eq!(range_count_i64(0, 10, 3), Ok(4));
+        assert_eq!(range_count_i64(10, 0, -3), Ok(4));
+        assert_eq!(range_count_i64(0, 10, -1), Ok(0));
+        assert_eq!(range_count_i64(5, 5, 1), Ok(0));
+        assert_eq!(range_count_i64(1, 2, 0), Err(Error::RangeStep));
+        assert_eq!(range_count_f64(0.0, 1.0, 0.25), Ok(4));
+        assert_eq!(range_count_f64(0.0, 1.0, 0.3), Ok(4));
+        assert!(range_count_f64(0.0, f64::NAN, 1.0).is_err());
     }
 
     #[test]

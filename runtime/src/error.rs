@@ -120,6 +120,8 @@ pub enum Error {
         /// The size of the axis; valid indices are `-len..len`.
         len: usize,
     },
+    /// A `range` whose step is zero (or not a number): it would never end.
+    RangeStep,
     /// Inputs passed without shapes match several variants by length; pass them with their
     /// shapes (a [`Tensor`](crate::Tensor)) to say which.
     AmbiguousShape {
@@ -252,6 +254,7 @@ impl fmt::Display for Error {
                 -(*len as i128),
                 *len as i128 - 1
             ),
+            Error::RangeStep => f.write_str("range: the step (delta) is zero or not a number"),
             Error::AmbiguousShape { candidates } => {
                 write!(f, "the inputs' lengths fit several compiled shapes (")?;
                 for (i, s) in candidates.iter().enumerate() {

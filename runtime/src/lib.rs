@@ -35,7 +35,9 @@ pub fn isa() -> &'static str {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::arena::{arena_f32, io, Aligned, AlignedBuf};
-    pub use crate::dynamic::{broadcast_strides, slice_bounds, DynBuf};
+    pub use crate::dynamic::{
+        broadcast_strides, range_count_f64, range_count_i64, slice_bounds, DynBuf,
+    };
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
     pub use crate::{Arena, AsInput, Error, Tensor};

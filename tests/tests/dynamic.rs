@@ -7,13 +7,17 @@
 //! * Data-dependent sizes (`slice` with run-time bounds, `nonzero`): onnxruntime's outputs at
 //!   several run-time sizes (`dynslice_io_<s>_<e>`, `nonzero_io_<n>`), and grow-only buffers: a
 //!   run with equal or smaller sizes than an earlier one allocates nothing.
+//! * Data movement on i64, f64 and u8 (`data/typed/datamove_io.safetensors`): run-time indices
+//!   checked at run time, bytes read in place.
 //! * Layout-map inputs.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use kiln::{Error, Tensor};
-use kiln_tests::{assert_close, f32_tensors, tensor_of, DynSlice, MultiShape, Nhwc, NonZero};
+use kiln_tests::{
+    assert_close, f32_tensors, tensor_of, DataMove, DynSlice, MultiShape, Nhwc, NonZero,
+};
 
 thread_local! {
     /// Allocations made by this thread (tests run on threads of their own, so counts do not mix).
@@ -272,4 +276,137 @@ fn data_dependent_models_print_their_run_time_sizes() {
         "{}",
         DynSlice::PLAN
     );
+}
+
+#[test]
+fn data_movement_on_every_dtype_matches_onnxruntime() {
+    const IO: &str = "typed/datamove_io.safetensors";
+    let (x, _) = tensor_of::<f32>(IO, "x");
+    let (idx, _) = tensor_of::<i64>(IO, "idx");
+    let (b, _) = tensor_of::<u8>(IO, "b");
+    let (d, _) = tensor_of::<f64>(IO, "d");
+    let mut model = DataMove::new();
+    let (y0, y1, y2, y3, y4, y5, y6, y7, y8) = model.run(&x, &idx, &b, &d).unwrap();
+    let f32s = |got: Tensor<f32>, name: &str| {
+        let (want, shape) = tensor_of::<f32>(IO, name);
+        assert_eq!(got.shape(), shape.as_slice(), "{name}");
+        assert_close(&got, &want);
+    };
+    let exact = |got: &[u8], shape: &[usize], name: &str| {
+        let (want, want_shape) = tensor_of::<u8>(IO, name);
+        assert_eq!(shape, want_shape.as_slice(), "{name}");
+        assert_eq!(got, want.as_slice(), "{name}");
+    };
+    let f64s = |got: Tensor<f64>, name: &str| {
+        let (want, shape) = tensor_of::<f64>(IO, name);
+        assert_eq!(got.shape(), shape.as_slice(), "{name}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                "{name}: {g} vs {w}"
+            );
+        }
+        assert_eq!(got.len(), want.len(), "{name}");
+    };
+    f32s(y0, "y0");
+    exact(&y1, y1.shape(), "y1");
+    f32s(y2, "y2");
+    f64s(y3, "y3");
+    f64s(y4, "y4");
+    f64s(y5, "y5");
+    f32s(y6, "y6");
+    exact(&y7, y7.shape(), "y7");
+    f64s(y8, "y8");
+}
+
+#[test]
+fn a_run_time_index_out_of_range_is_an_err() {
+    const IO: &str = "typed/datamove_io.safetensors";
+    let (x, _) = tensor_of::<f32>(IO, "x");
+    let (b, _) = tensor_of::<u8>(IO, "b");
+    let (d, _) = tensor_of::<f64>(IO, "d");
+    let mut model = DataMove::new();
+    for bad in [[0i64, 4, 1], [-5, 0, 0]] {
+        let e = model.run(&x, &bad, &b, &d).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                kiln::Error::IndexOutOfRange {
+                    op: "gather",
+                    len: 4,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    // Negative indices count from the end.
+    let (y0, ..) = model.run(&x, &[-1i64, -4, 0], &b, &d).unwrap();
+    assert_eq!(&y0[..5], &x[15..20]);
+    assert_eq!(&y0[5..10], &x[0..5]);
+}
+
+#[test]
+fn i64_inputs_can_be_bytes_read_in_place() {
+    // `idx` is declared i64: 24 native-endian bytes hold its three values.
+    const IO: &str = "typed/datamove_io.safetensors";
+    let (x, _) = tensor_of::<f32>(IO, "x");
+    let (b, _) = tensor_of::<u8>(IO, "b");
+    let (d, _) = tensor_of::<f64>(IO, "d");
+    let idx = [2i64, 1, 0];
+    let raw: &[u8] = bytemuck::cast_slice(&idx);
+    let mut model = DataMove::new();
+    let (y0, ..) = model.run(&x, raw, &b, &d).unwrap();
+    assert_eq!(&y0[..5], &x[10..15]);
+    let e = model.run(&x, &raw[..20], &b, &d).unwrap_err();
+    assert!(
+        e.to_string().contains("not a whole number of i64 values"),
+        "{e}"
+    );
+}
+
+kiln::network! {
+    /// Concat and split of u8 channels (the data-movement kernels are generic over the dtype).
+    net BytePlanes(a: tensor<u8[1, 2, 3, 3]>, b: tensor<u8[1, 1, 3, 3]>) -> (tensor<u8[1, 1, 3, 3]>, tensor<u8[1, 2, 3, 3]>) {
+        let (p, q) = split(concat(a, b), axis = 1, sizes = [1, 2]);
+        (p, q)
+    }
+}
+
+#[test]
+fn concat_and_split_move_bytes() {
+    let a: Vec<u8> = (0..18).collect();
+    let b: Vec<u8> = (100..109).collect();
+    let mut model = BytePlanes::new();
+    let (p, q) = model.run(&a, &b).unwrap();
+    // concat on channels gives planes a0, a1, b; split takes a0, then (a1, b).
+    assert_eq!(p.as_slice(), &a[..9]);
+    assert_eq!(&q[..9], &a[9..]);
+    assert_eq!(&q[9..], b.as_slice());
+}
+
+kiln::network! {
+    /// `range` with run-time bounds: a size with no compile-time bound at all.
+    net Ramp(start: tensor<i64[]>, limit: tensor<i64[]>, delta: tensor<i64[]>) -> tensor<f32[?]> {
+        mul(cast(range(start, limit, delta), f32), 0.5)
+    }
+}
+
+#[test]
+fn range_counts_at_run_time() {
+    let mut model = Ramp::new();
+    for (s, l, d) in [(0i64, 10i64, 3i64), (10, -5, -4), (3, 3, 1), (-2, 2, 1)] {
+        // The reference: ONNX Range, element by element.
+        let mut want = Vec::new();
+        let mut v = s;
+        while (d > 0 && v < l) || (d < 0 && v > l) {
+            want.push(v as f32 * 0.5);
+            v += d;
+        }
+        let y = model.run(&[s], &[l], &[d]).unwrap();
+        assert_eq!(y.shape(), &[want.len()], "range({s}, {l}, {d})");
+        assert_eq!(y.as_slice(), want.as_slice(), "range({s}, {l}, {d})");
+    }
+    let e = model.run(&[0i64], &[5i64], &[0i64]).unwrap_err();
+    assert!(matches!(e, Error::RangeStep), "{e}");
 }

@@ -327,7 +327,7 @@ fn allowed_named(op: &str) -> &'static [&'static str] {
         "reduce_sum" | "reduce_mean" | "reduce_max" => &["axes", "keepdims"],
         "split" => &["axis", "sizes"],
         "gather" => &["axis"],
-        "equal" | "less" | "greater" | "less_equal" | "greater_equal" | "nonzero" => &[],
+        "equal" | "less" | "greater" | "less_equal" | "greater_equal" | "nonzero" | "range" => &[],
         "slice" => &["starts", "ends", "axes", "steps"],
         "squeeze" | "unsqueeze" => &["axes"],
         _ => &[],

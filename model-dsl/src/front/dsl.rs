@@ -75,6 +75,7 @@ pub const OPS: &[&str] = &[
     "squeeze",
     "unsqueeze",
     "nonzero",
+    "range",
     "equal",
     "less",
     "greater",
@@ -955,6 +956,11 @@ impl Builder<'_> {
                     &[arg1, starts_span, ends_span],
                     decl,
                 )
+            }
+            "range" => {
+                let [start, limit, delta] = self.inputs::<3>(a, span)?;
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::Range, vec![start, limit, delta], span, &spans, None)
             }
             "nonzero" => {
                 let x = self.inputs::<1>(a, span)?[0];

@@ -291,6 +291,9 @@ pub enum OpKind {
     /// ONNX `NonZero`: the indices of the nonzero elements, `i64 [rank, n]` with `n` known only
     /// at run time.
     NonZero,
+    /// ONNX `Range`: args `start, limit, delta` (scalars of one dtype); the count is known only
+    /// at run time.
+    Range,
     /// Elementwise comparison with broadcasting, giving `bool`.
     Compare(CmpOp),
     /// Removes size-1 axes (all of them when `axes` is empty); inference makes it a reshape.
@@ -362,6 +365,7 @@ impl OpKind {
             OpKind::Cast(_) => "cast",
             OpKind::SliceDyn { .. } => "slice",
             OpKind::NonZero => "nonzero",
+            OpKind::Range => "range",
             OpKind::Compare(c) => c.name(),
             OpKind::Gather { .. } => "gather",
             OpKind::Slice { .. } => "slice",
@@ -387,7 +391,7 @@ impl OpKind {
             }
             OpKind::BatchNorm { .. } => 5,
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) => 2,
-            OpKind::SliceDyn { .. } => 3,
+            OpKind::SliceDyn { .. } | OpKind::Range => 3,
             OpKind::NonZero => 1,
             OpKind::Concat { .. } => return (None, 1),
             OpKind::Constant(_) => 0,

@@ -79,6 +79,7 @@ fn dims(s: &Shape) -> String {
         .iter()
         .enumerate()
         .map(|(i, d)| match s.run_dim(i) {
+            Some(k) if *d == 0 => format!("?{k}"),
             Some(k) => format!("?{k}<={d}"),
             None => d.to_string(),
         })
@@ -190,7 +191,7 @@ impl fmt::Display for Attrs<'_> {
             OpKind::Constant(v) => items.push(format!("value={v:?}")),
             OpKind::Cast(d) => items.push(format!("to={d}")),
             OpKind::SliceDyn { axes } => items.push(format!("axes={axes:?}")),
-            OpKind::NonZero | OpKind::Compare(_) => {}
+            OpKind::NonZero | OpKind::Range | OpKind::Compare(_) => {}
             OpKind::Gather { axis, indices } => {
                 items.push(format!("axis={axis}"));
                 if let Some(i) = indices {
