@@ -198,7 +198,7 @@ impl Model<'_> {
         let op = &self.graph.ops[i];
         let dynamic = matches!(
             op.kind,
-            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range
+            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range | OpKind::SplitDyn { .. }
         ) || self.graph.shape(op.result()).is_dynamic()
             || op.args.iter().any(|a| self.graph.shape(*a).is_dynamic());
         if dynamic {
@@ -532,7 +532,7 @@ impl Model<'_> {
             OpKind::Squeeze { .. } | OpKind::Unsqueeze { .. } => {
                 unreachable!("inference turns these into reshapes")
             }
-            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range => {
+            OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range | OpKind::SplitDyn { .. } => {
                 unreachable!("`dyn_op` emits these")
             }
             OpKind::Compare(cmp) => {
@@ -651,6 +651,9 @@ impl Model<'_> {
     fn dyn_op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
         let k = quote! { ::kiln::__private::kernels };
+        if let OpKind::SplitDyn { axis, .. } = op.kind {
+            return self.dyn_split(op, axis as usize);
+        }
         let y = op.result();
         let ys = self.graph.shape(y);
         let rank = ys.rank();
@@ -868,6 +871,74 @@ impl Model<'_> {
                 #defs
                 #out
                 #call
+            }
+        }
+    }
+
+    /// `split` with run-time sizes: reads the sizes, checks they add up, then one copy per result
+    /// into its grow-only buffer.
+    fn dyn_split(&self, op: &crate::ir::Op, axis: usize) -> TokenStream {
+        let k = quote! { ::kiln::__private::kernels };
+        let x = op.args[0];
+        let xs = self.graph.shape(x);
+        let outer: usize = xs.dims[..axis].iter().product();
+        let inner: usize = xs.dims[axis + 1..].iter().product();
+        let dim = xs.dims[axis];
+        let total = dim * inner;
+        let mut reads = Vec::new();
+        let mut args = Vec::new();
+        for a in &op.args {
+            match self.loc(*a) {
+                Loc::Input(n) => {
+                    let id = format_ident!("__x{}", n);
+                    args.push(quote! { #id });
+                }
+                Loc::Arena(a0, a1) => {
+                    let id = format_ident!("r{}", reads.len());
+                    reads.push(quote! { #a0..#a1 });
+                    args.push(self.typed(*a, quote! { #id }));
+                }
+                Loc::Param(a0, a1) => args.push(quote! { &__params[#a0..#a1] }),
+            }
+        }
+        let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
+        let (xa, sizes) = (&args[0], &args[1]);
+        let vars: Vec<_> = op
+            .results
+            .iter()
+            .map(|r| {
+                format_ident!(
+                    "__d{}",
+                    self.graph
+                        .shape(*r)
+                        .run_dim(axis)
+                        .expect("split sizes are run-time sizes")
+                )
+            })
+            .collect();
+        let parts = vars.len();
+        let idx: Vec<usize> = (0..parts).collect();
+        let t = rust_type(xs.dtype);
+        let copies = op.results.iter().zip(&vars).map(|(r, var)| {
+            let buf = format_ident!("__dyn{}", self.dyn_index(*r));
+            let dims = self.sizes(*r);
+            quote! {
+                {
+                    let part = #var * #inner;
+                    let out = #buf.ensure::<#t>(#outer * part, &[#(#dims),*])?;
+                    #k::copy_from_axis(#outer, part, #total, __offset, #xa, out);
+                    __offset += part;
+                }
+            }
+        });
+        quote! {
+            #(let #vars: usize;)*
+            {
+                let ([#(#read_ids),*], []) = ::kiln::__private::io(&mut *__arena, [#(#reads),*], []);
+                let __sz = ::kiln::__private::split_sizes::<#parts>(#sizes, #dim)?;
+                #(#vars = __sz[#idx];)*
+                let mut __offset = 0usize;
+                #(#copies)*
             }
         }
     }

@@ -679,6 +679,30 @@ impl Infer<'_, '_> {
                 let to = out.dims.iter().map(|&d| d as i64).collect();
                 return Some((OpKind::Reshape(ReshapeTo::Dims(to)), vec![out]));
             }
+            OpKind::SplitDyn { axis, parts } => {
+                let a = self.axis(*axis, x, name, decl)?;
+                *axis = a as i64;
+                let s = &args[1];
+                if s.dtype != crate::ir::DType::I64 || s.dims != [*parts] {
+                    self.error(
+                        op.arg_loc(1),
+                        format!(
+                            "split: the sizes are {s}; for {} they must be tensor<i64[{parts}]>",
+                            plural(*parts, "result")
+                        ),
+                    );
+                    return None;
+                }
+                let outs: Vec<Shape> = (0..*parts)
+                    .map(|_| {
+                        let mut o = Shape::tensor(x.dtype, x.dims.clone());
+                        o.run = vec![None; x.rank()];
+                        o.run[a] = Some(self.new_run());
+                        o
+                    })
+                    .collect();
+                return Some((kind, outs));
+            }
             OpKind::Split { axis, sizes } => {
                 let a = self.axis(*axis, x, name, decl)?;
                 *axis = a as i64;

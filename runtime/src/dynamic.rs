@@ -128,6 +128,27 @@ pub fn range_count_f64(start: f64, limit: f64, delta: f64) -> Result<usize, Erro
     Ok(n as usize)
 }
 
+/// The sizes of a `split` with run-time sizes, checked: none negative, and they add up to the
+/// axis (`dim`).
+pub fn split_sizes<const N: usize>(sizes: &[i64], dim: usize) -> Result<[usize; N], Error> {
+    let mut out = [0usize; N];
+    let mut sum: i128 = 0;
+    for (o, &s) in out.iter_mut().zip(sizes) {
+        sum += i128::from(s);
+        *o = usize::try_from(s).map_err(|_| Error::SplitSizes {
+            sizes: sizes.to_vec(),
+            dim,
+        })?;
+    }
+    if sizes.len() != N || sum != dim as i128 {
+        return Err(Error::SplitSizes {
+            sizes: sizes.to_vec(),
+            dim,
+        });
+    }
+    Ok(out)
+}
+
 /// Element strides of an operand of sizes `dims` broadcast to `out` (same rank), 0 where it is
 /// broadcast: run-time geometry for the rank-N kernels.
 pub fn broadcast_strides<const R: usize>(dims: [usize; R], out: [usize; R]) -> [usize; R] {
@@ -180,6 +201,14 @@ mod tests {
         assert_eq!(range_count_f64(0.0, 1.0, 0.25), Ok(4));
         assert_eq!(range_count_f64(0.0, 1.0, 0.3), Ok(4));
         assert!(range_count_f64(0.0, f64::NAN, 1.0).is_err());
+    }
+
+    #[test]
+    fn split_sizes_must_add_up() {
+        assert_eq!(split_sizes::<2>(&[2, 4], 6), Ok([2, 4]));
+        assert_eq!(split_sizes::<2>(&[0, 6], 6), Ok([0, 6]));
+        assert!(split_sizes::<2>(&[3, 4], 6).is_err());
+        assert!(split_sizes::<2>(&[-1, 7], 6).is_err());
     }
 
     #[test]

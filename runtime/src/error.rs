@@ -120,6 +120,13 @@ pub enum Error {
         /// The size of the axis; valid indices are `-len..len`.
         len: usize,
     },
+    /// The sizes given to a `split` at run time are negative or do not add up to the axis.
+    SplitSizes {
+        /// The sizes given.
+        sizes: Vec<i64>,
+        /// The size of the axis being split.
+        dim: usize,
+    },
     /// A `range` whose step is zero (or not a number): it would never end.
     RangeStep,
     /// Inputs passed without shapes match several variants by length; pass them with their
@@ -253,6 +260,10 @@ impl fmt::Display for Error {
                  an axis of size {len}; valid indices are {} to {}",
                 -(*len as i128),
                 *len as i128 - 1
+            ),
+Error::SplitSizes { sizes, dim } => write!(
+                f,
+                "split: the sizes {sizes:?} must be non-negative and add up to {dim}, the size of the axis"
             ),
             Error::RangeStep => f.write_str("range: the step (delta) is zero or not a number"),
             Error::AmbiguousShape { candidates } => {

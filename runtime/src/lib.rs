@@ -36,7 +36,7 @@ pub fn isa() -> &'static str {
 pub mod __private {
     pub use crate::arena::{arena_f32, io, Aligned, AlignedBuf};
     pub use crate::dynamic::{
-        broadcast_strides, range_count_f64, range_count_i64, slice_bounds, DynBuf,
+        broadcast_strides, range_count_f64, range_count_i64, slice_bounds, split_sizes, DynBuf,
     };
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};

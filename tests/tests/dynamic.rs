@@ -410,3 +410,29 @@ fn range_counts_at_run_time() {
     let e = model.run(&[0i64], &[5i64], &[0i64]).unwrap_err();
     assert!(matches!(e, Error::RangeStep), "{e}");
 }
+
+kiln::network! {
+    /// `split` with sizes given at run time: as many parts as the `let` binds.
+    net Parts(x: tensor<f32[6, 2]>, s: tensor<i64[2]>) -> (tensor<f32[?, 2]>, tensor<f32[?, 2]>) {
+        let (a, b) = split(x, axis = 0, sizes = s);
+        (a, neg(b))
+    }
+}
+
+#[test]
+fn split_with_run_time_sizes() {
+    let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let mut model = Parts::new();
+    for cut in [2usize, 0, 6] {
+        let (a, b) = model.run(&x, &[cut as i64, 6 - cut as i64]).unwrap();
+        assert_eq!(a.shape(), &[cut, 2]);
+        assert_eq!(b.shape(), &[6 - cut, 2]);
+        assert_eq!(a.as_slice(), &x[..2 * cut]);
+        let neg: Vec<f32> = x[2 * cut..].iter().map(|v| -v).collect();
+        assert_eq!(b.as_slice(), neg.as_slice());
+    }
+    for bad in [[3i64, 4], [-1, 7]] {
+        let e = model.run(&x, &bad).unwrap_err();
+        assert!(matches!(e, Error::SplitSizes { dim: 6, .. }), "{e}");
+    }
+}

@@ -131,6 +131,7 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         errors,
         param_keys: HashMap::new(),
         symbol_spans: Vec::new(),
+        results_wanted: None,
     };
     for (i, input) in def.inputs.iter().enumerate() {
         let Some(ty) = cx.declared_type(&input.ty, None) else {
@@ -207,6 +208,8 @@ pub(super) struct Builder<'e> {
     param_keys: HashMap<String, Span>,
     /// Where each size symbol was first written.
     symbol_spans: Vec<Span>,
+    /// How many names the `let` being lowered binds (for `split` with run-time sizes).
+    results_wanted: Option<usize>,
 }
 
 impl Builder<'_> {
@@ -580,7 +583,13 @@ impl Builder<'_> {
     /// An expression that gives `n` values (a `let (a, b) = split(...)`).
     fn exprs(&mut self, expr: &Expr, n: usize) -> Option<Vec<ValueId>> {
         let vs = match expr {
-            Expr::Call { op, args } => self.call(op, args)?,
+            Expr::Call { op, args } => {
+                // A `split` with run-time sizes has as many results as the `let` binds.
+                self.results_wanted = Some(n);
+                let vs = self.call(op, args);
+                self.results_wanted = None;
+                vs?
+            }
             other => vec![self.expr(other)?],
         };
         if vs.len() != n {
@@ -1299,6 +1308,19 @@ impl Builder<'_> {
         let x = self.inputs::<1>(a, span)?[0];
         let axis = a.int(self, "axis")?.unwrap_or(0);
         let decl = a.named_span("sizes").map(|s| self.spans.at(s));
+        if a.named_is_expr("sizes") {
+            let at = a.named_span("sizes").unwrap_or(span);
+            let s = a.named_expr("sizes")?;
+            let s = self.expr(&s)?;
+            let parts = self.results_wanted.take().unwrap_or(1);
+            let loc = self.spans.at(span);
+            let arg_locs = vec![self.spans.at(arg1), self.spans.at(at)];
+            let kind = OpKind::SplitDyn { axis, parts };
+            return Some(
+                self.graph
+                    .add_op(kind, vec![x, s], parts, loc, arg_locs, decl),
+            );
+        }
         let Some(sizes) = a.list(self, "sizes")? else {
             self.error(
                 span,

@@ -291,6 +291,12 @@ pub enum OpKind {
     /// ONNX `NonZero`: the indices of the nonzero elements, `i64 [rank, n]` with `n` known only
     /// at run time.
     NonZero,
+    /// ONNX `Split` with run-time sizes: args `x, sizes` (i64 `[parts]`), `parts` results whose
+    /// size along `axis` is known only at run time (checked to add up: `Err` otherwise).
+    SplitDyn {
+        axis: i64,
+        parts: usize,
+    },
     /// ONNX `Range`: args `start, limit, delta` (scalars of one dtype); the count is known only
     /// at run time.
     Range,
@@ -366,6 +372,7 @@ impl OpKind {
             OpKind::SliceDyn { .. } => "slice",
             OpKind::NonZero => "nonzero",
             OpKind::Range => "range",
+            OpKind::SplitDyn { .. } => "split",
             OpKind::Compare(c) => c.name(),
             OpKind::Gather { .. } => "gather",
             OpKind::Slice { .. } => "slice",
@@ -396,6 +403,7 @@ impl OpKind {
             OpKind::Concat { .. } => return (None, 1),
             OpKind::Constant(_) => 0,
             OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),
+            OpKind::SplitDyn { parts, .. } => return (Some(2), *parts),
             OpKind::Gather { indices, .. } => 1 + usize::from(indices.is_none()),
             OpKind::Cast(_)
             | OpKind::Slice { .. }

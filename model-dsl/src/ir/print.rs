@@ -192,6 +192,10 @@ impl fmt::Display for Attrs<'_> {
             OpKind::Cast(d) => items.push(format!("to={d}")),
             OpKind::SliceDyn { axes } => items.push(format!("axes={axes:?}")),
             OpKind::NonZero | OpKind::Range | OpKind::Compare(_) => {}
+            OpKind::SplitDyn { axis, parts } => {
+                items.push(format!("axis={axis}"));
+                items.push(format!("parts={parts}"));
+            }
             OpKind::Gather { axis, indices } => {
                 items.push(format!("axis={axis}"));
                 if let Some(i) = indices {
