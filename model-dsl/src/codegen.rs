@@ -230,18 +230,7 @@ impl Model<'_> {
                 read_args.push(quote! { out });
                 continue;
             }
-            match self.loc(*a) {
-                Loc::Input(n) => {
-                    let id = format_ident!("__x{}", n);
-                    read_args.push(quote! { #id });
-                }
-                Loc::Arena(a0, a1) => {
-                    let id = format_ident!("r{}", reads.len());
-                    reads.push(quote! { #a0..#a1 });
-                    read_args.push(self.typed(*a, quote! { #id }));
-                }
-                Loc::Param(a0, a1) => read_args.push(quote! { &__params[#a0..#a1] }),
-            }
+            read_args.push(self.read(*a, &mut reads));
         }
         let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
         // A result of another dtype than f32 is a view of its f32 slots.
@@ -699,18 +688,7 @@ impl Model<'_> {
                 read_args.push(quote! { #buf.view::<#t>(#len) });
                 continue;
             }
-            match self.loc(*a) {
-                Loc::Input(n) => {
-                    let id = format_ident!("__x{}", n);
-                    read_args.push(quote! { #id });
-                }
-                Loc::Arena(a0, a1) => {
-                    let id = format_ident!("r{}", reads.len());
-                    reads.push(quote! { #a0..#a1 });
-                    read_args.push(self.typed(*a, quote! { #id }));
-                }
-                Loc::Param(a0, a1) => read_args.push(quote! { &__params[#a0..#a1] }),
-            }
+            read_args.push(self.read(*a, &mut reads));
         }
         let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
         let (writes, write_ids, out) = if ys.is_dynamic() {
@@ -888,18 +866,7 @@ impl Model<'_> {
         let mut reads = Vec::new();
         let mut args = Vec::new();
         for a in &op.args {
-            match self.loc(*a) {
-                Loc::Input(n) => {
-                    let id = format_ident!("__x{}", n);
-                    args.push(quote! { #id });
-                }
-                Loc::Arena(a0, a1) => {
-                    let id = format_ident!("r{}", reads.len());
-                    reads.push(quote! { #a0..#a1 });
-                    args.push(self.typed(*a, quote! { #id }));
-                }
-                Loc::Param(a0, a1) => args.push(quote! { &__params[#a0..#a1] }),
-            }
+            args.push(self.read(*a, &mut reads));
         }
         let read_ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
         let (xa, sizes) = (&args[0], &args[1]);
@@ -940,6 +907,23 @@ impl Model<'_> {
                 let mut __offset = 0usize;
                 #(#copies)*
             }
+        }
+    }
+
+    /// How an op reads the static value `v`: an input's slice, a parameter range, or an arena
+    /// region (pushed onto `reads` for the op's `io` call, bound to `r<k>`), typed.
+    fn read(&self, v: ValueId, reads: &mut Vec<TokenStream>) -> TokenStream {
+        match self.loc(v) {
+            Loc::Input(n) => {
+                let id = format_ident!("__x{}", n);
+                quote! { #id }
+            }
+            Loc::Arena(a0, a1) => {
+                let id = format_ident!("r{}", reads.len());
+                reads.push(quote! { #a0..#a1 });
+                self.typed(v, quote! { #id })
+            }
+            Loc::Param(a0, a1) => quote! { &__params[#a0..#a1] },
         }
     }
 
