@@ -1,6 +1,5 @@
 //! Which kernels a model uses on this machine: `kiln::isa()` must name the strongest
-//! instruction set the CPU has, capped by `KILN_ISA` (AVX-512 only when `KILN_ISA=avx512` asks
-//! for it), and under qemu-aarch64 that is NEON.
+//! instruction set the CPU has, capped by `KILN_ISA`, and under qemu-aarch64 that is NEON.
 //!
 //! The expectation is worked out here from the standard library's feature detection and this
 //! target's own ladder of ISAs, independently of kiln's selection code, so a selection that
@@ -34,11 +33,7 @@ fn ladder() -> Vec<(&'static str, bool)> {
 /// (an unknown or foreign name caps nothing, as documented for `KILN_ISA`).
 fn expected(cap: Option<&str>) -> &'static str {
     let isas = ladder();
-    // AVX-512 is opt-in: without a cap naming it, the strongest ISA below it is expected.
-    let default = isas
-        .iter()
-        .rposition(|&(name, _)| name != "avx512")
-        .unwrap_or(0);
+    let default = isas.len() - 1;
     let limit = cap
         .and_then(|c| isas.iter().position(|&(name, _)| name == c))
         .unwrap_or(default);
