@@ -13,27 +13,8 @@ use kiln_kernels::{
 };
 use proptest::prelude::*;
 
-/// xorshift32: reproducible data from a proptest-chosen seed.
-struct Rng(u32);
-
-impl Rng {
-    fn new(seed: u32) -> Self {
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.next() as usize % n
-    }
-    /// Uniform in `[lo, hi)`.
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * (self.next() >> 8) as f64 / (1u32 << 24) as f64
-    }
-}
+mod common;
+use common::Rng;
 
 const KINDS: [Reduce; 5] = [
     Reduce::Sum,

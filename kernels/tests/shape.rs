@@ -14,23 +14,8 @@ use kiln_kernels::{
 };
 use proptest::prelude::*;
 
-/// xorshift32: reproducible data from a proptest-chosen seed.
-struct Rng(u32);
-
-impl Rng {
-    fn new(seed: u32) -> Self {
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.next() as usize % n
-    }
-}
+mod common;
+use common::Rng;
 
 /// Row-major multi-index of `flat` in `dims`.
 fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {

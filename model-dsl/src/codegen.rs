@@ -9,7 +9,7 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::{as_2d, pad_2d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId};
-use crate::layout::{self, ParamLayout, Planned, Slot};
+use crate::layout::{self, table_binary, ParamLayout, Planned, Slot};
 use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
@@ -215,10 +215,7 @@ impl Model<'_> {
             unreachable!("only reshapes of inputs are external")
         };
         // The data arguments, read from the arena or an input; the others are parameters.
-        let data = match op.kind {
-            OpKind::Conv { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => &op.args[..1],
-            _ => &op.args[..],
-        };
+        let data = op.data_args();
         // The input (if any) whose bytes the result took over.
         let in_place = data
             .iter()
@@ -304,18 +301,11 @@ impl Model<'_> {
                 }
             }
             // Layout never computes these in place (see `layout::elementwise_args`).
-            OpKind::Binary(bop) if y_shape.rank() > 4 || y_shape.dtype != crate::ir::DType::F32 => {
+            OpKind::Binary(bop) if !table_binary(y_shape) => {
                 let bop = format_ident!("{}", format!("{bop:?}"));
-                let out_dims = &y_shape.dims;
-                let strides = |v: ValueId| {
-                    let s = self.graph.shape(v);
-                    let mut d = vec![1; y_shape.rank() - s.rank()];
-                    d.extend(&s.dims);
-                    broadcast_strides(&d, out_dims)
-                };
-                let (sa, sb) = (strides(op.args[0]), strides(op.args[1]));
+                let geom = self.binary_nd_geom(op);
                 let (a, b) = (&read_args[0], &read_args[1]);
-                quote! { #k::binary_nd(#k::BinaryOp::#bop, &#k::BinaryNd { out: &[#(#out_dims),*], a_strides: &[#(#sa),*], b_strides: &[#(#sb),*] }, #a, #b, out); }
+                quote! { #k::binary_nd(#k::BinaryOp::#bop, &#geom, #a, #b, out); }
             }
             OpKind::Binary(bop) => {
                 let bc = broadcast_tokens(
@@ -461,7 +451,7 @@ impl Model<'_> {
                     b.dims[b.rank() - 1],
                 );
                 let strides = |s: &Shape| {
-                    batch_strides(
+                    broadcast_strides(
                         &s.dims[..s.rank() - 2],
                         batch,
                         s.dims[s.rank() - 2] * s.dims[s.rank() - 1],
@@ -526,16 +516,9 @@ impl Model<'_> {
             }
             OpKind::Compare(cmp) => {
                 let cmp = cmp_tokens(*cmp);
-                let out_dims = &y_shape.dims;
-                let strides = |v: ValueId| {
-                    let s = self.graph.shape(v);
-                    let mut d = vec![1; y_shape.rank() - s.rank()];
-                    d.extend(&s.dims);
-                    broadcast_strides(&d, out_dims)
-                };
-                let (sa, sb) = (strides(op.args[0]), strides(op.args[1]));
+                let geom = self.binary_nd_geom(op);
                 let (a, b) = (&read_args[0], &read_args[1]);
-                quote! { #k::compare_nd(#k::CompareOp::#cmp, &#k::BinaryNd { out: &[#(#out_dims),*], a_strides: &[#(#sa),*], b_strides: &[#(#sb),*] }, #a, #b, out); }
+                quote! { #k::compare_nd(#k::CompareOp::#cmp, &#geom, #a, #b, out); }
             }
             OpKind::Cast(to) => {
                 let x = &read_args[0];
@@ -927,6 +910,16 @@ impl Model<'_> {
         }
     }
 
+    /// The rank-N broadcast geometry of a two-operand op with static shapes.
+    fn binary_nd_geom(&self, op: &crate::ir::Op) -> TokenStream {
+        let out = &self.graph.shape(op.result()).dims;
+        let strides = |v: ValueId| broadcast_strides(&self.graph.shape(v).dims, out, 1);
+        let (sa, sb) = (strides(op.args[0]), strides(op.args[1]));
+        quote! {
+            ::kiln::__private::kernels::BinaryNd { out: &[#(#out),*], a_strides: &[#(#sa),*], b_strides: &[#(#sb),*] }
+        }
+    }
+
     /// `region` (an f32 arena region holding `v`) as a slice of `v`'s element type.
     fn typed(&self, v: ValueId, region: TokenStream) -> TokenStream {
         let s = self.graph.shape(v);
@@ -1013,27 +1006,17 @@ fn three(v: &[usize]) -> [usize; 3] {
     v.try_into().expect("the IR verifier checks window ranks")
 }
 
-/// Element strides of each batch dimension of an operand with batch sizes `dims` (right-aligned
-/// with the output's `batch`), 0 where it is broadcast; `matrix` is one matrix's elements.
-fn batch_strides(dims: &[usize], batch: &[usize], matrix: usize) -> Vec<usize> {
-    let mut d = vec![1; batch.len() - dims.len()];
-    d.extend(dims);
-    let mut out = vec![0; batch.len()];
-    let mut acc = matrix;
-    for i in (0..batch.len()).rev() {
-        out[i] = if d[i] == 1 && batch[i] != 1 { 0 } else { acc };
-        acc *= d[i];
-    }
-    out
-}
-
-/// Element strides of an operand of sizes `dims` (same rank as `out`), 0 where broadcast.
-fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
+/// Element strides, over the dimensions of `out`, of an operand of sizes `dims` (right-aligned
+/// with `out`, missing leading sizes counting as 1): 0 where a size 1 is broadcast, and `unit`
+/// elements per step of the last dimension (one matrix, for matmul's batch dimensions).
+fn broadcast_strides(dims: &[usize], out: &[usize], unit: usize) -> Vec<usize> {
+    let lead = out.len() - dims.len();
+    let size = |i: usize| if i < lead { 1 } else { dims[i - lead] };
     let mut st = vec![0; out.len()];
-    let mut acc = 1;
+    let mut acc = unit;
     for i in (0..out.len()).rev() {
-        st[i] = if dims[i] == 1 && out[i] != 1 { 0 } else { acc };
-        acc *= dims[i];
+        st[i] = if size(i) == 1 && out[i] != 1 { 0 } else { acc };
+        acc *= size(i);
     }
     st
 }
@@ -1100,23 +1083,12 @@ fn act_tokens(act: Act) -> TokenStream {
 /// Strides of `a` and `b` over the output's shape, padded on the left to rank 4, with 0 where a
 /// size-1 dimension is broadcast.
 fn broadcast_tokens(a: &Shape, b: &Shape, out: &Shape) -> TokenStream {
-    fn pad4(d: &[usize]) -> [usize; 4] {
-        let mut r = [1; 4];
-        r[4 - d.len()..].copy_from_slice(d);
-        r
-    }
-    let shape = pad4(&out.dims);
-    let strides = |s: &Shape| {
-        let d = pad4(&s.dims);
-        let mut st = [0usize; 4];
-        let mut acc = 1;
-        for i in (0..4).rev() {
-            st[i] = if d[i] == 1 && shape[i] != 1 { 0 } else { acc };
-            acc *= d[i];
-        }
-        st
-    };
-    let (sa, sb) = (strides(a), strides(b));
+    let mut shape = vec![1; 4 - out.rank()];
+    shape.extend(&out.dims);
+    let (sa, sb) = (
+        broadcast_strides(&a.dims, &shape, 1),
+        broadcast_strides(&b.dims, &shape, 1),
+    );
     quote! {
         ::kiln::__private::kernels::Broadcast { shape: [#(#shape),*], a_strides: [#(#sa),*], b_strides: [#(#sb),*] }
     }

@@ -141,16 +141,20 @@ pub fn problem(g: &Graph) -> Planned {
 /// (Broadcasting arithmetic above rank 4 runs the out-of-place `binary_nd` only.)
 fn elementwise_args<'a>(g: &Graph, op: &'a Op) -> &'a [ValueId] {
     match op.kind {
-        OpKind::Binary(_)
-            if g.shape(op.result()).rank() > 4
-                || g.shape(op.result()).dtype != crate::ir::DType::F32 =>
-        {
-            &[]
-        }
-        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Softmax { .. } | OpKind::Math(_) => &op.args,
-        OpKind::BatchNorm { .. } => &op.args[..1],
+        OpKind::Binary(_) if !table_binary(g.shape(op.result())) => &[],
+        OpKind::Unary(_)
+        | OpKind::Binary(_)
+        | OpKind::Softmax { .. }
+        | OpKind::Math(_)
+        | OpKind::BatchNorm { .. } => op.data_args(),
         _ => &[],
     }
+}
+
+/// Whether arithmetic with this result shape runs on the kernel table's `binary` (rank at most
+/// 4, f32, and an in-place form); otherwise on the rank-N `binary_nd`, out of place only.
+pub fn table_binary(out: &crate::ir::Shape) -> bool {
+    out.rank() <= 4 && out.dtype == crate::ir::DType::F32
 }
 
 /// Inputs whose bytes the op's result may take over when they die here: same shape as the

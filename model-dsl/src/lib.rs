@@ -8,9 +8,9 @@
 //! `syn::Error`s at the user's tokens), collected across the whole network; a broken invariant
 //! is an internal error, reported as such with the IR or the plan attached.
 //!
-//! Modules only import modules below them in this list: `diag`, `contract` and `ir` at the
-//! bottom; then `syntax`; the passes `infer`, `weights`, `fuse`, `layout`, `plan`, `verify`;
-//! `front` and `codegen`; and this file, the driver, at the top.
+//! Modules import only from lower layers: (1) `diag`, `contract`, `syntax`, `plan`,
+//! `safetensors`; (2) `ir`, `verify`; (3) the passes `infer`, `fuse`, `weights`, `layout`;
+//! (4) `front`, `codegen`; (5) this file, the driver (ARCHITECTURE.md has the details).
 
 pub mod codegen;
 pub mod contract;

@@ -1355,64 +1355,53 @@ impl Builder<'_> {
 
     /// The two operands of arithmetic: tensors, or numbers (which become scalar constants).
     fn operands(&mut self, a: &mut Args, span: Span) -> Option<[ValueId; 2]> {
-        let mut out = Vec::new();
-        let mut poisoned = false;
-        for i in 0..2 {
-            match a.take_positional() {
-                Some(Value::Expr(e)) => match self.expr(&e) {
-                    Some(v) => out.push(v),
-                    None => poisoned = true,
-                },
-                Some(Value::Float(f, s)) => {
-                    out.push(self.add_op(OpKind::Constant(f as f32), vec![], s, &[], None)?)
-                }
-                Some(Value::Int(n)) => out.push(self.add_op(
-                    OpKind::Constant(n.value as f32),
-                    vec![],
-                    n.span,
-                    &[],
-                    None,
-                )?),
-                Some(other) => {
-                    self.error(
-                        other.span(),
-                        format!("{}: argument {} must be a tensor or a number", a.op, i + 1),
-                    );
-                    poisoned = true;
-                }
-                None => {
-                    self.error(span, format!("{}: missing input {} of 2", a.op, i + 1));
-                    return None;
-                }
-            }
-        }
-        if poisoned {
-            return None;
-        }
-        out.try_into().ok()
+        self.positional_values(a, span, true)
     }
 
     fn inputs<const N: usize>(&mut self, a: &mut Args, span: Span) -> Option<[ValueId; N]> {
+        self.positional_values(a, span, false)
+    }
+
+    /// The first `N` positional arguments as values: tensors, and with `numbers` also number
+    /// literals (which become scalar constants).
+    fn positional_values<const N: usize>(
+        &mut self,
+        a: &mut Args,
+        span: Span,
+        numbers: bool,
+    ) -> Option<[ValueId; N]> {
         let mut out = Vec::new();
         let mut poisoned = false;
         for i in 0..N {
-            match a.take_positional() {
-                Some(Value::Expr(e)) => match self.expr(&e) {
-                    Some(v) => out.push(v),
-                    None => poisoned = true,
-                },
+            let constant = match a.take_positional() {
+                Some(Value::Expr(e)) => {
+                    match self.expr(&e) {
+                        Some(v) => out.push(v),
+                        None => poisoned = true,
+                    }
+                    continue;
+                }
+                Some(Value::Float(f, s)) if numbers => (f as f32, s),
+                Some(Value::Int(n)) if numbers => (n.value as f32, n.span),
                 Some(other) => {
+                    let what = if numbers {
+                        "a tensor or a number"
+                    } else {
+                        "a tensor"
+                    };
                     self.error(
                         other.span(),
-                        format!("{}: argument {} must be a tensor", a.op, i + 1),
+                        format!("{}: argument {} must be {what}", a.op, i + 1),
                     );
                     poisoned = true;
+                    continue;
                 }
                 None => {
                     self.error(span, format!("{}: missing input {} of {N}", a.op, i + 1));
                     return None;
                 }
-            }
+            };
+            out.push(self.add_op(OpKind::Constant(constant.0), vec![], constant.1, &[], None)?);
         }
         if poisoned {
             return None;

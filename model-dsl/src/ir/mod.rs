@@ -444,6 +444,16 @@ impl Op {
     pub fn result(&self) -> ValueId {
         self.results[0]
     }
+    /// The arguments that are data rather than weights: a conv's, dense layer's or batch norm's
+    /// first; every argument of the other ops.
+    pub fn data_args(&self) -> &[ValueId] {
+        match self.kind {
+            OpKind::Conv { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => {
+                &self.args[..1]
+            }
+            _ => &self.args,
+        }
+    }
     /// Where the `i`th argument was written, or the op itself.
     pub fn arg_loc(&self, i: usize) -> Loc {
         self.arg_locs.get(i).copied().unwrap_or(self.loc)

@@ -57,11 +57,7 @@ pub fn verify(g: &Graph) -> Result<(), String> {
                 ));
             }
         }
-        let params_from = match &op.kind {
-            OpKind::Conv { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => 1,
-            _ => op.args.len(),
-        };
-        for a in &op.args[params_from..] {
+        for a in &op.args[op.data_args().len()..] {
             if !matches!(g.values[a.index()].producer, Producer::Param(_)) {
                 return Err(format!(
                     "op {i} ({name}): argument %{} should be a parameter",

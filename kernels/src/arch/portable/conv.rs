@@ -27,8 +27,9 @@ use core::ops::Range;
 
 /// Output positions `o` in `0..out_len` for which the input coordinate
 /// `o * stride + offset - pad` lies in `0..in_len` (`offset` is the tap's dilated offset).
-/// Because the coordinate grows with `o`, the valid positions form one range.
-fn valid_range(
+/// Because the coordinate grows with `o`, the valid positions form one range. Shared with the
+/// 3-D convolution and pooling (`conv_nd`).
+pub(super) fn valid_range(
     out_len: usize,
     in_len: usize,
     pad: usize,

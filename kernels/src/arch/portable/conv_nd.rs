@@ -22,33 +22,12 @@
 //! input (ONNX Runtime's rule; taps past the end padding, which ceil-mode outputs reach, are
 //! never counted).
 
+use core::ops::Range;
+
+use super::conv::valid_range;
 use super::epilogue::epilogue;
 use super::matmul::GemmFn;
 use crate::{Activation, Conv3d, Pool3d};
-use core::ops::Range;
-
-/// Output positions `o < out_len` whose input coordinate `o * stride + offset - pad` lies in
-/// `0..in_len` (`offset` is the tap's dilated offset); one range, as it grows with `o`.
-fn valid_range(
-    out_len: usize,
-    in_len: usize,
-    pad: usize,
-    offset: usize,
-    stride: usize,
-) -> Range<usize> {
-    let lo = if offset >= pad {
-        0
-    } else {
-        (pad - offset).div_ceil(stride)
-    };
-    let hi = if offset >= in_len + pad {
-        0
-    } else {
-        (in_len + pad - offset).div_ceil(stride)
-    };
-    let hi = hi.min(out_len);
-    lo.min(hi)..hi
-}
 
 /// 3-D convolution: `x` is `[batch, c_in, d, h, w]`, `weight` `[c_out, c_in/groups, kd, kh,
 /// kw]`, `bias` `[c_out]`, `y` `[batch, c_out, od, oh, ow]`; padding reads zeros and `act`

@@ -210,36 +210,42 @@ fn softmax_outer_block(block: &mut [f32], len: usize, inner: usize) {
     }
 }
 
-/// Softmax over the middle axis of an `[outer, len, inner]` view.
-pub fn softmax(outer: usize, len: usize, inner: usize, input: &[f32], out: &mut [f32]) {
+/// Runs `f` on each `[len, inner]` block of an `[outer, len, inner]` view of `out`, after
+/// copying the block from `input` (while it is in cache) when there is one: the driver of
+/// softmax and log-softmax, in and out of place.
+fn per_block(
+    outer: usize,
+    len: usize,
+    inner: usize,
+    input: Option<&[f32]>,
+    out: &mut [f32],
+    f: fn(&mut [f32], usize, usize),
+) {
     let block = len * inner;
-    debug_assert!(input.len() >= outer * block, "softmax: input too short");
     debug_assert!(out.len() >= outer * block, "softmax: out too short");
-    if block == 0 {
-        return;
-    }
-    let blocks = out[..outer * block]
-        .chunks_exact_mut(block)
-        .zip(input[..outer * block].chunks_exact(block));
-    for (dst, src) in blocks {
-        dst.copy_from_slice(src);
-        softmax_outer_block(dst, len, inner);
-    }
-}
-
-/// In-place [`softmax`].
-pub fn softmax_inplace(outer: usize, len: usize, inner: usize, data: &mut [f32]) {
-    let block = len * inner;
     debug_assert!(
-        data.len() >= outer * block,
-        "softmax_inplace: data too short"
+        input.is_none_or(|x| x.len() >= outer * block),
+        "softmax: input too short"
     );
     if block == 0 {
         return;
     }
-    for dst in data[..outer * block].chunks_exact_mut(block) {
-        softmax_outer_block(dst, len, inner);
+    for (b, dst) in out[..outer * block].chunks_exact_mut(block).enumerate() {
+        if let Some(x) = input {
+            dst.copy_from_slice(&x[b * block..(b + 1) * block]);
+        }
+        f(dst, len, inner);
     }
+}
+
+/// Softmax over the middle axis of an `[outer, len, inner]` view.
+pub fn softmax(outer: usize, len: usize, inner: usize, input: &[f32], out: &mut [f32]) {
+    per_block(outer, len, inner, Some(input), out, softmax_outer_block);
+}
+
+/// In-place [`softmax`].
+pub fn softmax_inplace(outer: usize, len: usize, inner: usize, data: &mut [f32]) {
+    per_block(outer, len, inner, None, data, softmax_outer_block);
 }
 
 /// Log-softmax of one contiguous row, in place.
@@ -302,34 +308,12 @@ fn log_softmax_outer_block(block: &mut [f32], len: usize, inner: usize) {
 /// ONNX `LogSoftmax` over the middle axis of an `[outer, len, inner]` view:
 /// `x - max - ln(sum(exp(x - max)))`, computed without overflow for any logits.
 pub fn log_softmax(outer: usize, len: usize, inner: usize, input: &[f32], out: &mut [f32]) {
-    let block = len * inner;
-    debug_assert!(input.len() >= outer * block, "log_softmax: input too short");
-    debug_assert!(out.len() >= outer * block, "log_softmax: out too short");
-    if block == 0 {
-        return;
-    }
-    let blocks = out[..outer * block]
-        .chunks_exact_mut(block)
-        .zip(input[..outer * block].chunks_exact(block));
-    for (dst, src) in blocks {
-        dst.copy_from_slice(src);
-        log_softmax_outer_block(dst, len, inner);
-    }
+    per_block(outer, len, inner, Some(input), out, log_softmax_outer_block);
 }
 
 /// In-place [`log_softmax`].
 pub fn log_softmax_inplace(outer: usize, len: usize, inner: usize, data: &mut [f32]) {
-    let block = len * inner;
-    debug_assert!(
-        data.len() >= outer * block,
-        "log_softmax_inplace: data too short"
-    );
-    if block == 0 {
-        return;
-    }
-    for dst in data[..outer * block].chunks_exact_mut(block) {
-        log_softmax_outer_block(dst, len, inner);
-    }
+    per_block(outer, len, inner, None, data, log_softmax_outer_block);
 }
 
 #[cfg(test)]
