@@ -41,7 +41,7 @@ output says so) against onnxruntime's two. onnxruntime's time includes the Pytho
 Cold start and memory (ResNet-50 with *embedded* weights: `weights "..."` and `new()`): the
 example `bench_cold` (cargo feature `bench-embedded`, since it embeds the 102 MB file this
 script writes) is run in fresh processes, alternately with fresh onnxruntime processes, and
-prints construct + first-run time and its peak RSS (getrusage). The script prints
+prints construct + first-run time and its peak RSS (VmHWM). The script prints
 
     E2E model=resnet50 cold_start_ratio=<kiln (new + first run) / ort (session + first run)>
                        rss_ratio=<kiln's peak RSS / (prepared weights + arena bytes)>
@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import resource
 import shutil
 import statistics
 import subprocess
@@ -257,6 +256,15 @@ def fmt(x: float) -> str:
 # --------------------------------------------------------------------------------------
 
 
+def peak_rss_bytes() -> int:
+    """VmHWM of this process (not `ru_maxrss`, which Linux carries over `execve` from the
+    forked parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line")
+
+
 def ort_cold(model_path: str) -> None:
     """In a fresh process (`--ort-cold`): session creation + first run, and peak RSS."""
     x = load_file(str(Path(model_path).parent / "io.safetensors"))["x"]
@@ -264,7 +272,7 @@ def ort_cold(model_path: str) -> None:
     sess = session(Path(model_path), 1)
     sess.run(None, {sess.get_inputs()[0].name: x})
     ms = (time.perf_counter() - start) * 1e3
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss_bytes()
     print(f"COLD ort_ms={ms:.4g} peak_rss_bytes={rss}")
 
 
