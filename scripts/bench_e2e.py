@@ -33,6 +33,7 @@ onnxruntime's process CPU time, which includes its worker thread with 2 threads)
 count the geometric means over the seven CNNs of issue 10 (not ResNet-18 and digits):
 
     E2E geomean threads=<t> kiln_over_ort=<x>
+    CPU geomean threads=<t> kiln_over_ort=<x>
 
 kiln has no multi-threaded API yet, so with threads=2 kiln still runs on one thread (the
 output says so) against onnxruntime's two. onnxruntime's time includes the Python call
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -128,14 +130,14 @@ def build(name: str, dir_: Path) -> tuple[Path, np.ndarray]:
     return dir_ / "model.onnx", x
 
 
-def prepare(name: str) -> tuple[Path, np.ndarray]:
+def prepare(name: str) -> Path:
     """`build`, then `io.safetensors` with the input and onnxruntime's (1 thread) output."""
     model_path, x = build(name, OUT_DIR / name)
     sess = session(model_path, 1)
     y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
     save_file({"x": np.ascontiguousarray(x), "y": np.ascontiguousarray(y)},
               str(OUT_DIR / name / "io.safetensors"))
-    return model_path, x
+    return model_path
 
 
 # --------------------------------------------------------------------------------------
@@ -168,19 +170,26 @@ def bound(sess: ort.InferenceSession, x: np.ndarray) -> tuple[ort.IOBinding, np.
 # --------------------------------------------------------------------------------------
 
 
-class Kiln:
-    """The kiln example in server mode (see examples/bench_e2e/main.rs for the protocol)."""
+class Server:
+    """A timing server in a process of its own: the kiln example (`--serve`) or this script
+    (`--ort-serve`), both answering `time N` with `TIME wall_s=<x> cpu_s=<x>` (see
+    examples/bench_e2e/main.rs for the protocol). Both sides being fresh processes that sleep
+    between requests keeps the scheduler's treatment of them alike on a shared machine: an
+    onnxruntime timed inside this long-running, CPU-heavy driver would wait behind other
+    processes more often than a mostly sleeping kiln server."""
 
-    def __init__(self):
-        self.proc = subprocess.Popen([str(KILN_BIN), "--serve", str(OUT_DIR)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.isa = self._expect("ISA")[0]
+    def __init__(self, cmd: list[str], hello: str):
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self.hello = self.expect(hello)[0]
 
-    def _expect(self, tag: str) -> list[str]:
+    def expect(self, tag: str) -> list[str]:
+        """The words after `tag` on the next line that starts with it; other lines are
+        passed through."""
         while True:
             line = self.proc.stdout.readline()
             if not line:
-                sys.exit(f"the kiln example exited (code {self.proc.wait()})")
+                sys.exit(f"{self.proc.args[0]} exited (code {self.proc.wait()})")
             words = line.split()
             if words and words[0] == tag:
                 return words[1:]
@@ -190,16 +199,10 @@ class Kiln:
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
 
-    def load(self, name: str) -> bool:
-        self.send(f"load {name}")
-        words = self._expect("CHECK")
-        print("CHECK " + " ".join(words), flush=True)
-        return words[-1] == "ok"
-
     def time(self, reps: int) -> tuple[float, float]:
         """Wall and CPU seconds of `reps` runs."""
         self.send(f"time {reps}")
-        fields = dict(w.split("=") for w in self._expect("TIME"))
+        fields = dict(w.split("=") for w in self.expect("TIME"))
         return float(fields["wall_s"]), float(fields["cpu_s"])
 
     def close(self) -> None:
@@ -207,13 +210,29 @@ class Kiln:
         self.proc.wait()
 
 
-def ort_timer(sess: ort.InferenceSession, io: ort.IOBinding):
-    def run(reps: int) -> tuple[float, float]:
-        w, c = time.perf_counter(), time.process_time()
-        for _ in range(reps):
-            sess.run_with_iobinding(io)
-        return time.perf_counter() - w, time.process_time() - c
-    return run
+def ort_serve() -> None:
+    """The onnxruntime timing server (`--ort-serve`): `load IO MODEL THREADS` binds `x` from
+    IO to a session on MODEL with THREADS intra-op threads; `time N` runs it N times and
+    reports wall and process CPU time (every onnxruntime thread's)."""
+    print(f"ORT {ort.__version__}", flush=True)
+    keep = None
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "load":
+            keep = None
+            x = np.ascontiguousarray(load_file(words[1])["x"])
+            sess = session(Path(words[2]), int(words[3]))
+            io, y = bound(sess, x)
+            # The binding points at `x` and `y`: they live as long as it does.
+            keep = (sess, io, x, y)
+            print("LOADED", flush=True)
+        elif words[0] == "time":
+            sess, io = keep[0], keep[1]
+            w, c = time.perf_counter(), time.process_time()
+            for _ in range(int(words[1])):
+                sess.run_with_iobinding(io)
+            print(f"TIME wall_s={time.perf_counter() - w:e} cpu_s={time.process_time() - c:e}",
+                  flush=True)
 
 
 def per_call(run) -> float:
@@ -244,6 +263,11 @@ def compare(kiln, ort_run) -> dict[str, float]:
 
     return {"kiln_ms": med(k, 0), "kiln_cpu_ms": med(k, 1),
             "ort_ms": med(o, 0), "ort_cpu_ms": med(o, 1)}
+
+
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def fmt(x: float) -> str:
@@ -324,7 +348,11 @@ def main() -> int:
     parser.add_argument("--emit", action="store_true",
                         help="rewrite examples/bench_e2e/models/*.rs and stop")
     parser.add_argument("--ort-cold", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument("--ort-serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ort_serve:
+        ort_serve()
+        return 0
     if args.ort_cold:
         ort_cold(args.ort_cold)
         return 0
@@ -340,35 +368,46 @@ def main() -> int:
     cmd = ["cargo", "build", "--release", "--example", "bench_e2e"]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
-    kiln = Kiln()
-    print(f"# kiln kernels: {kiln.isa}; onnxruntime {ort.__version__}, ORT_ENABLE_ALL, "
+    kiln = Server([str(KILN_BIN), "--serve", str(OUT_DIR)], "ISA")
+    isa = kiln.hello
+    onnx_rt = Server([sys.executable, __file__, "--ort-serve"], "ORT")
+    print(f"# kiln kernels: {isa}; onnxruntime {onnx_rt.hello}, ORT_ENABLE_ALL, "
           "sequential; kiln runs on 1 thread at every thread count (no multi-threaded API "
           "on this branch)", flush=True)
-    ratios: dict[int, dict[str, float]] = {t: {} for t in threads}
+    print("# load average before: %.2f %.2f %.2f (the machine is shared; wall times above the "
+          "CPU times mean other processes took turns)" % os.getloadavg(), flush=True)
+    # Per thread count, per network: the wall-time and the CPU-time ratios.
+    ratios: dict[int, dict[str, tuple[float, float]]] = {t: {} for t in threads}
     ok = True
     for name in names:
-        model_path, x = prepare(name)
-        ok &= kiln.load(name)
+        model_path = prepare(name)
+        kiln.send(f"load {name}")
+        check = kiln.expect("CHECK")
+        print("CHECK " + " ".join(check), flush=True)
+        ok &= check[-1] == "ok"
         for t in threads:
-            sess = session(model_path, t)
-            io, _ = bound(sess, x)
-            r = compare(kiln.time, ort_timer(sess, io))
+            onnx_rt.send(f"load {OUT_DIR / name / 'io.safetensors'} {model_path} {t}")
+            onnx_rt.expect("LOADED")
+            r = compare(kiln.time, onnx_rt.time)
             ratio = r["kiln_ms"] / r["ort_ms"]
-            ratios[t][name] = ratio
-            print(f"E2E model={name} threads={t} isa={kiln.isa} kiln_ms={fmt(r['kiln_ms'])} "
+            ratios[t][name] = (ratio, r["kiln_cpu_ms"] / r["ort_cpu_ms"])
+            print(f"E2E model={name} threads={t} isa={isa} kiln_ms={fmt(r['kiln_ms'])} "
                   f"ort_ms={fmt(r['ort_ms'])} kiln_over_ort={ratio:.3f}"
                   + ("" if t == 1 else " (kiln on 1 thread)"))
             print(f"CPU model={name} threads={t} kiln_cpu_ms={fmt(r['kiln_cpu_ms'])} "
                   f"ort_cpu_ms={fmt(r['ort_cpu_ms'])} "
                   f"kiln_over_ort={r['kiln_cpu_ms'] / r['ort_cpu_ms']:.3f}", flush=True)
-            del io, sess
     kiln.close()
+    onnx_rt.close()
+    print("# load average after: %.2f %.2f %.2f" % os.getloadavg())
     for t in threads:
         got = [ratios[t][m] for m in GEOMEAN_MODELS if m in ratios[t]]
         if got:
-            mean = math.exp(sum(math.log(r) for r in got) / len(got))
             note = "" if len(got) == len(GEOMEAN_MODELS) else f" (over {len(got)} of 7 CNNs)"
-            print(f"E2E geomean threads={t} kiln_over_ort={mean:.3f}{note}", flush=True)
+            print(f"E2E geomean threads={t} kiln_over_ort={geomean(r[0] for r in got):.3f}"
+                  f"{note}")
+            print(f"CPU geomean threads={t} kiln_over_ort={geomean(r[1] for r in got):.3f}"
+                  f"{note}", flush=True)
     if not args.no_cold:
         if "resnet50" not in names:
             prepare("resnet50")
