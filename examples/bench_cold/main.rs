@@ -27,19 +27,13 @@ use std::time::Instant;
 
 use safetensors::SafeTensors;
 
+#[path = "../bench_e2e/check.rs"]
+mod check;
+use check::{matches, tensor};
+
 include!("../bench_e2e/models/resnet50.rs");
 
 resnet50!(weights "../../../target/bench_e2e/resnet50/weights.safetensors";);
-
-/// The little-endian `f32`s of a tensor (safetensors data has no alignment guarantee).
-fn tensor(file: &SafeTensors, name: &str) -> Result<Vec<f32>, Box<dyn Error>> {
-    Ok(file
-        .tensor(name)?
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect())
-}
 
 /// The process's peak resident set in bytes: `VmHWM` in `/proc/self/status`. Not
 /// `getrusage`'s `ru_maxrss`, which Linux carries over `execve` from the forked parent (a
@@ -69,14 +63,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let got = model.run(&x)?;
     let total_s = start.elapsed().as_secs_f64();
 
-    let scale = y.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let close = got.as_slice().len() == y.len()
-        && got
-            .as_slice()
-            .iter()
-            .zip(&y)
-            .all(|(g, w)| (g - w).abs() <= 1e-3 * scale);
-    if !close {
+    if !matches(got.as_slice(), &y) {
         return Err("kiln's output differs from onnxruntime's".into());
     }
     println!(

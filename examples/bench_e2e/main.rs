@@ -33,6 +33,9 @@ use std::time::Instant;
 
 use safetensors::SafeTensors;
 
+mod check;
+use check::{matches, max_diff, tensor};
+
 include!("models/resnet18.rs");
 include!("models/squeezenet.rs");
 include!("models/resnet50.rs");
@@ -120,31 +123,6 @@ fn read(path: &Path) -> Result<Vec<u8>, Box<dyn Error>> {
     })
 }
 
-/// The little-endian `f32`s of a tensor; safetensors data has no alignment guarantee, so it
-/// is decoded rather than cast.
-fn tensor(file: &SafeTensors, name: &str) -> Result<Vec<f32>, Box<dyn Error>> {
-    Ok(file
-        .tensor(name)?
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect())
-}
-
-/// `max |got - want|` and `max |want|`; a NaN anywhere in `got` counts as infinitely far.
-fn max_diff(got: &[f32], want: &[f32]) -> (f32, f32) {
-    let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let diff = got.iter().zip(want).fold(0.0f32, |m, (g, w)| {
-        let d = (g - w).abs();
-        if d.is_nan() {
-            f32::INFINITY
-        } else {
-            m.max(d)
-        }
-    });
-    (diff, scale)
-}
-
 /// A loaded network and its input.
 struct Loaded {
     net: Box<dyn Network>,
@@ -167,7 +145,7 @@ fn load_case(dir: &Path, name: &str) -> Result<Loaded, Box<dyn Error>> {
         .into());
     }
     let (diff, scale) = max_diff(got, &y);
-    let verdict = if diff <= 1e-3 * scale {
+    let verdict = if matches(got, &y) {
         "ok"
     } else {
         "FAILED (> 1e-3 relative)"
