@@ -26,9 +26,10 @@ of onnxruntime's, so a disturbance on the shared machine hits both; the figures 
 the samples. Per network and thread count it prints
 
     E2E model=<m> threads=<t> isa=<isa> kiln_ms=<x> ort_ms=<x> kiln_over_ort=<x>
-    CPU model=<m> threads=<t> kiln_cpu_ms=<x> ort_cpu_ms=<x> kiln_over_ort=<x>
+    CPU model=<m> threads=<t> isa=<isa> kiln_cpu_ms=<x> ort_cpu_ms=<x> kiln_over_ort=<x>
 
-(E2E: wall time per run; CPU: CPU time per run summed over threads: kiln's thread CPU time,
+(one pair per kiln ISA with `--isa avx512,avx2`: a kiln server per ISA, all in the same
+alternation; E2E: wall time per run; CPU: CPU time per run summed over threads: kiln's thread CPU time,
 onnxruntime's process CPU time, which includes its worker thread with 2 threads), and per thread
 count the geometric means over the seven CNNs of issue 10 (not ResNet-18 and digits):
 
@@ -52,6 +53,7 @@ Usage (from anywhere; `pip install -r scripts/requirements.txt`):
     python3 scripts/bench_e2e.py                     # every network, 1 and 2 threads, cold start
     python3 scripts/bench_e2e.py --models resnet50,vgg19 --threads 1 --no-cold
     KILN_ISA=avx2 python3 scripts/bench_e2e.py --no-cold   # kiln's kernels capped at AVX2
+    python3 scripts/bench_e2e.py --isa avx512,avx2 --threads 1 --no-cold   # both in one run
     python3 scripts/bench_e2e.py --emit              # rewrite examples/bench_e2e/models/*.rs
 """
 
@@ -178,9 +180,9 @@ class Server:
     onnxruntime timed inside this long-running, CPU-heavy driver would wait behind other
     processes more often than a mostly sleeping kiln server."""
 
-    def __init__(self, cmd: list[str], hello: str):
+    def __init__(self, cmd: list[str], hello: str, env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=env)
         self.hello = self.expect(hello)[0]
 
     def expect(self, tag: str) -> list[str]:
@@ -244,25 +246,20 @@ def per_call(run) -> float:
     return spent / calls
 
 
-def compare(kiln, ort_run) -> dict[str, float]:
-    """Alternating samples of both; medians of wall and CPU milliseconds per run."""
-    k_call, o_call = per_call(kiln), per_call(ort_run)
-    k_reps = max(1, math.ceil(MIN_SAMPLE_S / k_call))
-    o_reps = max(1, math.ceil(MIN_SAMPLE_S / o_call))
-    samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES,
-                                       TARGET_S / max(k_call * k_reps, o_call * o_reps))))
-    k, o = [], []
-    for _ in range(samples | 1):
-        wall, cpu = kiln(k_reps)
-        k.append((wall / k_reps, cpu / k_reps))
-        wall, cpu = ort_run(o_reps)
-        o.append((wall / o_reps, cpu / o_reps))
-
-    def med(xs, i):
-        return statistics.median(s[i] for s in xs) * 1e3
-
-    return {"kiln_ms": med(k, 0), "kiln_cpu_ms": med(k, 1),
-            "ort_ms": med(o, 0), "ort_cpu_ms": med(o, 1)}
+def compare(timers: list) -> list[tuple[float, float]]:
+    """Alternating samples of every timer (one round: one sample of each, in order); per
+    timer, the medians of wall and CPU milliseconds per run."""
+    calls = [per_call(t) for t in timers]
+    reps = [max(1, math.ceil(MIN_SAMPLE_S / c)) for c in calls]
+    longest = max(c * r for c, r in zip(calls, reps))
+    rounds = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TARGET_S / longest))) | 1
+    samples: list[list[tuple[float, float]]] = [[] for _ in timers]
+    for _ in range(rounds):
+        for timer, n, got in zip(timers, reps, samples):
+            wall, cpu = timer(n)
+            got.append((wall / n, cpu / n))
+    return [(statistics.median(w for w, _ in got) * 1e3,
+             statistics.median(c for _, c in got) * 1e3) for got in samples]
 
 
 def geomean(xs) -> float:
@@ -344,6 +341,9 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(ALL_MODELS),
                         help="comma-separated subset of " + ",".join(ALL_MODELS))
     parser.add_argument("--threads", default="1,2", help="onnxruntime thread counts")
+    parser.add_argument("--isa", help="comma-separated KILN_ISA caps, each timed by a kiln "
+                        "server of its own in the same alternation (e.g. avx512,avx2); "
+                        "default: one server with the environment's KILN_ISA")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-start run")
     parser.add_argument("--emit", action="store_true",
                         help="rewrite examples/bench_e2e/models/*.rs and stop")
@@ -368,42 +368,52 @@ def main() -> int:
     cmd = ["cargo", "build", "--release", "--example", "bench_e2e"]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
-    kiln = Server([str(KILN_BIN), "--serve", str(OUT_DIR)], "ISA")
-    isa = kiln.hello
+    # One kiln server per ISA asked for (`KILN_ISA` caps each), or one with the environment's.
+    kilns = []
+    for cap in args.isa.split(",") if args.isa else [None]:
+        env = os.environ.copy() if cap is None else {**os.environ, "KILN_ISA": cap}
+        kilns.append(Server([str(KILN_BIN), "--serve", str(OUT_DIR)], "ISA", env))
+    isas = [k.hello for k in kilns]
     onnx_rt = Server([sys.executable, __file__, "--ort-serve"], "ORT")
-    print(f"# kiln kernels: {isa}; onnxruntime {onnx_rt.hello}, ORT_ENABLE_ALL, "
+    print(f"# kiln kernels: {', '.join(isas)}; onnxruntime {onnx_rt.hello}, ORT_ENABLE_ALL, "
           "sequential; kiln runs on 1 thread at every thread count (no multi-threaded API "
           "on this branch)", flush=True)
     print("# load average before: %.2f %.2f %.2f (the machine is shared; wall times above the "
           "CPU times mean other processes took turns)" % os.getloadavg(), flush=True)
-    # Per thread count, per network: the wall-time and the CPU-time ratios.
-    ratios: dict[int, dict[str, tuple[float, float]]] = {t: {} for t in threads}
+    # Per (ISA, thread count), per network: the wall-time and the CPU-time ratios.
+    ratios: dict[tuple[str, int], dict[str, tuple[float, float]]] = {
+        (isa, t): {} for isa in isas for t in threads}
     ok = True
     for name in names:
         model_path = prepare(name)
-        kiln.send(f"load {name}")
-        check = kiln.expect("CHECK")
-        print("CHECK " + " ".join(check), flush=True)
-        ok &= check[-1] == "ok"
+        for kiln in kilns:
+            kiln.send(f"load {name}")
+            check = kiln.expect("CHECK")
+            print(f"CHECK isa={kiln.hello} " + " ".join(check), flush=True)
+            ok &= check[-1] == "ok"
         for t in threads:
             onnx_rt.send(f"load {OUT_DIR / name / 'io.safetensors'} {model_path} {t}")
             onnx_rt.expect("LOADED")
-            r = compare(kiln.time, onnx_rt.time)
-            ratio = r["kiln_ms"] / r["ort_ms"]
-            ratios[t][name] = (ratio, r["kiln_cpu_ms"] / r["ort_cpu_ms"])
-            print(f"E2E model={name} threads={t} isa={isa} kiln_ms={fmt(r['kiln_ms'])} "
-                  f"ort_ms={fmt(r['ort_ms'])} kiln_over_ort={ratio:.3f}"
-                  + ("" if t == 1 else " (kiln on 1 thread)"))
-            print(f"CPU model={name} threads={t} kiln_cpu_ms={fmt(r['kiln_cpu_ms'])} "
-                  f"ort_cpu_ms={fmt(r['ort_cpu_ms'])} "
-                  f"kiln_over_ort={r['kiln_cpu_ms'] / r['ort_cpu_ms']:.3f}", flush=True)
-    kiln.close()
+            *ks, (ort_ms, ort_cpu_ms) = compare([k.time for k in kilns] + [onnx_rt.time])
+            for isa, (kiln_ms, kiln_cpu_ms) in zip(isas, ks):
+                ratio, cpu_ratio = kiln_ms / ort_ms, kiln_cpu_ms / ort_cpu_ms
+                ratios[isa, t][name] = (ratio, cpu_ratio)
+                print(f"E2E model={name} threads={t} isa={isa} kiln_ms={fmt(kiln_ms)} "
+                      f"ort_ms={fmt(ort_ms)} kiln_over_ort={ratio:.3f}"
+                      + ("" if t == 1 else " (kiln on 1 thread)"))
+                print(f"CPU model={name} threads={t} isa={isa} kiln_cpu_ms={fmt(kiln_cpu_ms)} "
+                      f"ort_cpu_ms={fmt(ort_cpu_ms)} kiln_over_ort={cpu_ratio:.3f}", flush=True)
+    for kiln in kilns:
+        kiln.close()
     onnx_rt.close()
     print("# load average after: %.2f %.2f %.2f" % os.getloadavg())
-    for t in threads:
-        got = [ratios[t][m] for m in GEOMEAN_MODELS if m in ratios[t]]
+    for (isa, t), per_model in ratios.items():
+        got = [per_model[m] for m in GEOMEAN_MODELS if m in per_model]
         if got:
-            note = "" if len(got) == len(GEOMEAN_MODELS) else f" (over {len(got)} of 7 CNNs)"
+            # The exact line for the default (one ISA); the ISA appended when there are several.
+            note = "" if len(isas) == 1 else f" isa={isa}"
+            if len(got) != len(GEOMEAN_MODELS):
+                note += f" (over {len(got)} of 7 CNNs)"
             print(f"E2E geomean threads={t} kiln_over_ort={geomean(r[0] for r in got):.3f}"
                   f"{note}")
             print(f"CPU geomean threads={t} kiln_over_ort={geomean(r[1] for r in got):.3f}"
