@@ -1,47 +1,66 @@
-"""End-to-end benchmark: kiln against onnxruntime, single-threaded, on the same networks.
+"""End-to-end benchmark: kiln against onnxruntime on the same networks, 1 and 2 threads.
 
 kiln's kernel benchmark (`cargo bench -p kiln-kernels --features std --bench kernels`)
-measures kernels in isolation; this one measures what a user gets: a whole network
-compiled by `kiln::network!` against the same network in onnxruntime. Two networks:
+measures kernels in isolation; this one measures what a user gets: whole networks compiled by
+`kiln::network!` against the same networks in onnxruntime.
 
-* `resnet18`: torchvision's ResNet-18 (7x7/2 stem, max pool, 4 stages of 2 basic blocks,
-  global average pool, 1000-way classifier) at batch 1, 3x224x224, random weights;
-* `digits`: the digits example's trained CNN (`tests/data/digits.onnx`), batch 1.
+The networks (scripts/bench_models.py describes each once and emits it both as ONNX and as the
+kiln DSL; batch 1, 3x224x224, seeded random weights): ResNet-18, SqueezeNet 1.0, ResNet-50,
+DenseNet-121, Inception-v2 (BN-Inception), VGG-19, MobileNet-v2, ShuffleNet-v2; plus the
+digits example's trained CNN (`tests/data/digits.onnx`, its DSL written by hand in the example).
+The DSL of each generated network is checked in as `examples/bench_e2e/models/NAME.rs`, so
+`cargo build` never needs Python; `--emit` rewrites those files, and every run first checks
+that they still match the descriptions.
 
-For each network NAME the script writes into `target/bench_e2e/NAME/` (build output, never
-committed):
+For each network NAME the script writes into `target/bench_e2e/NAME/` (never committed):
+`model.onnx`, `weights.safetensors` (PyTorch `state_dict` names, which kiln loads at run time
+with `from_safetensors`) and `io.safetensors` (`x`, the input, and `y`, onnxruntime's output).
 
-* `model.onnx`            the graph onnxruntime runs (resnet18 only; digits uses the checked-in
-                          `tests/data/digits.onnx`);
-* `weights.safetensors`   the weights under PyTorch `state_dict` names, which kiln loads at run
-                          time with `Net::from_safetensors`;
-* `io.safetensors`        `x` (the input), `y` (onnxruntime's output) and `ort_ms`.
+Timing. The kiln example (`examples/bench_e2e`) runs as a server: the script sends it `load
+NAME` (it loads the weights, runs once and checks its output against `y`: max |difference| at
+most 1e-3 of the largest |y|) and then `time N` (N runs, answered with their wall and thread
+CPU time). onnxruntime runs in this process with every graph optimisation, sequential
+execution, inputs and outputs bound once (`run_with_iobinding`, so no per-call allocation), with
+1 intra-op thread and then 2. The two are sampled alternately, one batch of kiln runs then one
+of onnxruntime's, so a disturbance on the shared machine hits both; the figures are medians of
+the samples. Per network and thread count it prints
 
-then runs `cargo run --release --example bench_e2e -- target/bench_e2e`. That example defines
-the same networks in the kiln DSL (examples/bench_e2e/main.rs), checks kiln's output against
-`y` (max |difference| <= 1e-3 * max |y|), times kiln and prints, per network:
+    E2E model=<m> threads=<t> isa=<isa> kiln_ms=<x> ort_ms=<x> kiln_over_ort=<x>
+    CPU model=<m> threads=<t> isa=<isa> kiln_cpu_ms=<x> ort_cpu_ms=<x> kiln_over_ort=<x>
 
-    BENCH e2e/NAME kiln_ms=<x> ort_ms=<y> kiln_over_ort=<x/y>
+(one pair per kiln ISA with `--isa avx512,avx2`: a kiln server per ISA, all in the same
+alternation; E2E: wall time per run; CPU: CPU time per run summed over threads: kiln's thread CPU time,
+onnxruntime's process CPU time, which includes its worker thread with 2 threads), and per thread
+count the geometric means over the seven CNNs of issue 10 (not ResNet-18 and digits):
 
-onnxruntime runs the fair way: one intra-op and one inter-op thread, sequential execution,
-every graph optimisation on (it folds batch norms into convolutions and fuses activations, as
-kiln does). Its time is measured twice: around `run_with_iobinding` from Python (inputs and
-outputs bound once, so no per-call allocation), and inside the engine (the `model_run` events
-of onnxruntime's own profiler, which exclude Python). `ort_ms` is the smaller median of the
-two, so neither the binding overhead nor the profiler's cost ever flatters kiln.
+    E2E geomean threads=<t> kiln_over_ort=<x>
+    CPU geomean threads=<t> kiln_over_ort=<x>
 
-Every time is the median of many runs after a warm-up: the machine is shared and noisy.
+kiln has no multi-threaded API yet, so with threads=2 kiln still runs on one thread (the
+output says so) against onnxruntime's two. onnxruntime's time includes the Python call
+(a few microseconds: it matters for digits only).
 
-Usage (from anywhere; paths are repo-relative; `pip install -r scripts/requirements.txt`):
+Cold start and memory (ResNet-50 with *embedded* weights: `weights "..."` and `new()`): the
+example `bench_cold` (cargo feature `bench-embedded`, since it embeds the 102 MB file this
+script writes) is run in fresh processes, alternately with fresh onnxruntime processes, and
+prints construct + first-run time and its peak RSS (VmHWM). The script prints
 
-    python3 scripts/bench_e2e.py               # build, time onnxruntime, run the kiln example
-    python3 scripts/bench_e2e.py --no-cargo    # only write target/bench_e2e/ and time onnxruntime
+    E2E model=resnet50 cold_start_ratio=<kiln (new + first run) / ort (session + first run)>
+                       rss_ratio=<kiln's peak RSS / (prepared weights + arena bytes)>
+
+Usage (from anywhere; `pip install -r scripts/requirements.txt`):
+
+    python3 scripts/bench_e2e.py                     # every network, 1 and 2 threads, cold start
+    python3 scripts/bench_e2e.py --models resnet50,vgg19 --threads 1 --no-cold
+    KILN_ISA=avx2 python3 scripts/bench_e2e.py --no-cold   # kiln's kernels capped at AVX2
+    python3 scripts/bench_e2e.py --isa avx512,avx2 --threads 1 --no-cold   # both in one run
+    python3 scripts/bench_e2e.py --emit              # rewrite examples/bench_e2e/models/*.rs
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
 import shutil
 import statistics
@@ -53,120 +72,87 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file, save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_models  # noqa: E402  (next to this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "target" / "bench_e2e"
+MODELS_DIR = ROOT / "examples" / "bench_e2e" / "models"
+KILN_BIN = ROOT / "target" / "release" / "examples" / "bench_e2e"
+COLD_BIN = ROOT / "target" / "release" / "examples" / "bench_cold"
 
-OPSET = 17
-IR_VERSION = 8
-BN_EPS = 1e-5
+# The seven CNNs of issue 10, whose geometric mean is the headline.
+GEOMEAN_MODELS = ["squeezenet", "resnet50", "densenet121", "inception_v2", "vgg19",
+                  "mobilenet_v2", "shufflenet_v2"]
+ALL_MODELS = ["resnet18", "digits"] + GEOMEAN_MODELS
 
-# Timing budget per measurement: warm up for this long, then take samples for about this
-# long, each sample at least MIN_SAMPLE_S (several calls for fast networks, so the timer's
-# resolution does not matter), between MIN_SAMPLES and MAX_SAMPLES of them.
+# Timing budget per (network, thread count): warm each side up for WARMUP_S, then alternate
+# samples of at least MIN_SAMPLE_S (several runs for fast networks) until each side has about
+# TARGET_S of samples, between MIN_SAMPLES and MAX_SAMPLES of them.
 WARMUP_S = 0.3
 TARGET_S = 2.0
-MIN_SAMPLE_S = 1e-3
-MIN_SAMPLES = 11
-MAX_SAMPLES = 201
+MIN_SAMPLE_S = 5e-3
+MIN_SAMPLES = 7
+MAX_SAMPLES = 101
+COLD_REPEATS = 5
 
 
 # --------------------------------------------------------------------------------------
-# ResNet-18 with random weights
+# Building the data
 # --------------------------------------------------------------------------------------
 
 
-class ResNet18:
-    """Builds torchvision's ResNet-18 as an ONNX graph, drawing each parameter as its layer
-    is added, named as in torchvision's `state_dict` (the names the kiln DSL reads)."""
+def emit(names: list[str]) -> None:
+    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        net, y = bench_models.MODELS[name]()
+        (MODELS_DIR / f"{name}.rs").write_text(net.dsl(y))
+        print(f"wrote {(MODELS_DIR / f'{name}.rs').relative_to(ROOT)}")
 
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.params: dict[str, np.ndarray] = {}
-        self.nodes: list[onnx.NodeProto] = []
-        self.counter = 0
 
-    def _put(self, name: str, value: np.ndarray) -> str:
-        assert name not in self.params, f"duplicate tensor name {name}"
-        self.params[name] = np.ascontiguousarray(value, dtype=np.float32)
-        return name
+def build(name: str, dir_: Path) -> tuple[Path, np.ndarray]:
+    """Writes the network's ONNX graph and weights; returns the ONNX path and the input."""
+    dir_.mkdir(parents=True, exist_ok=True)
+    if name == "digits":
+        shutil.copyfile(ROOT / "examples" / "digits" / "data" / "digits.safetensors",
+                        dir_ / "weights.safetensors")
+        x = load_file(str(ROOT / "tests" / "data" / "digits_io.safetensors"))["x"][:1]
+        return ROOT / "tests" / "data" / "digits.onnx", np.ascontiguousarray(
+            x.reshape(1, 1, 8, 8), dtype=np.float32)
+    net, y = bench_models.MODELS[name]()
+    checked_in = MODELS_DIR / f"{name}.rs"
+    if not checked_in.exists() or checked_in.read_text() != net.dsl(y):
+        sys.exit(f"{checked_in.relative_to(ROOT)} differs from scripts/bench_models.py: "
+                 "run `python3 scripts/bench_e2e.py --emit` and rebuild")
+    onnx.save(net.onnx_model(y), str(dir_ / "model.onnx"))
+    save_file(net.params, str(dir_ / "weights.safetensors"))
+    x = net.rng.normal(0.0, 1.0, (1, *net.input.shape)).astype(np.float32)
+    return dir_ / "model.onnx", x
 
-    def _op(self, op_type: str, inputs: list[str], **attrs) -> str:
-        self.counter += 1
-        out = f"{op_type.lower()}_{self.counter}"
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
-        return out
 
-    def conv_bn(self, x: str, conv: str, bn: str, cin: int, cout: int, k: int, stride: int,
-                relu: bool) -> str:
-        # He initialisation keeps the activations' scale roughly constant through the ReLUs,
-        # so the 1000 logits are neither tiny nor huge and a relative check means something.
-        w = self._put(f"{conv}.weight",
-                      self.rng.normal(0.0, np.sqrt(2.0 / (cin * k * k)), (cout, cin, k, k)))
-        p = k // 2
-        h = self._op("Conv", [x, w], kernel_shape=[k, k], pads=[p, p, p, p],
-                     strides=[stride, stride])
-        self._put(f"{bn}.weight", self.rng.uniform(0.5, 1.0, (cout,)))
-        self._put(f"{bn}.bias", self.rng.normal(0.0, 0.1, (cout,)))
-        self._put(f"{bn}.running_mean", self.rng.normal(0.0, 0.1, (cout,)))
-        self._put(f"{bn}.running_var", self.rng.uniform(0.5, 1.5, (cout,)))
-        h = self._op("BatchNormalization",
-                     [h, f"{bn}.weight", f"{bn}.bias", f"{bn}.running_mean",
-                      f"{bn}.running_var"], epsilon=BN_EPS)
-        return self._op("Relu", [h]) if relu else h
-
-    def basic_block(self, x: str, name: str, cin: int, cout: int, stride: int) -> str:
-        a = self.conv_bn(x, f"{name}.conv1", f"{name}.bn1", cin, cout, 3, stride, True)
-        a = self.conv_bn(a, f"{name}.conv2", f"{name}.bn2", cout, cout, 3, 1, False)
-        if stride != 1 or cin != cout:
-            x = self.conv_bn(x, f"{name}.downsample.0", f"{name}.downsample.1", cin, cout, 1,
-                             stride, False)
-        return self._op("Relu", [self._op("Add", [a, x])])
-
-    def build(self) -> tuple[onnx.ModelProto, np.ndarray]:
-        h = self.conv_bn("x", "conv1", "bn1", 3, 64, 7, 2, True)
-        h = self._op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-        cin = 64
-        for stage, cout in enumerate([64, 128, 256, 512], start=1):
-            for block in range(2):
-                stride = 2 if stage > 1 and block == 0 else 1
-                h = self.basic_block(h, f"layer{stage}.{block}", cin, cout, stride)
-                cin = cout
-        h = self._op("Flatten", [self._op("GlobalAveragePool", [h])])
-        self._put("fc.weight", self.rng.normal(0.0, 1.0 / np.sqrt(512), (1000, 512)))
-        self._put("fc.bias", self.rng.normal(0.0, 0.1, (1000,)))
-        h = self._op("Gemm", [h, "fc.weight", "fc.bias"], transB=1)
-        self.nodes.append(helper.make_node("Identity", [h], ["y"], name="output"))
-        graph = helper.make_graph(
-            self.nodes, "resnet18",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 224, 224])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000])],
-            initializer=[numpy_helper.from_array(v, name=k) for k, v in self.params.items()],
-        )
-        model = helper.make_model(graph, producer_name="kiln/scripts/bench_e2e.py",
-                                  opset_imports=[helper.make_opsetid("", OPSET)])
-        model.ir_version = IR_VERSION
-        onnx.checker.check_model(model)
-        x = self.rng.normal(0.0, 1.0, (1, 3, 224, 224)).astype(np.float32)
-        return model, x
+def prepare(name: str) -> Path:
+    """`build`, then `io.safetensors` with the input and onnxruntime's (1 thread) output."""
+    model_path, x = build(name, OUT_DIR / name)
+    sess = session(model_path, 1)
+    y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    save_file({"x": np.ascontiguousarray(x), "y": np.ascontiguousarray(y)},
+              str(OUT_DIR / name / "io.safetensors"))
+    return model_path
 
 
 # --------------------------------------------------------------------------------------
-# onnxruntime, single-threaded, timed
+# onnxruntime
 # --------------------------------------------------------------------------------------
 
 
-def session(model_path: Path, profile_prefix: Path | None = None) -> ort.InferenceSession:
+def session(model_path: Path, threads: int) -> ort.InferenceSession:
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if profile_prefix is not None:
-        so.enable_profiling = True
-        so.profile_file_prefix = str(profile_prefix)
     return ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
 
 
@@ -181,90 +167,265 @@ def bound(sess: ort.InferenceSession, x: np.ndarray) -> tuple[ort.IOBinding, np.
     return io, y
 
 
-def median_seconds(call) -> tuple[float, int]:
-    """Median seconds per call of `call`, and how many calls the measurement made."""
-    start = time.perf_counter()
-    calls = 0
-    while calls < 3 or time.perf_counter() - start < WARMUP_S:
-        call()
+# --------------------------------------------------------------------------------------
+# kiln, as a server
+# --------------------------------------------------------------------------------------
+
+
+class Server:
+    """A timing server in a process of its own: the kiln example (`--serve`) or this script
+    (`--ort-serve`), both answering `time N` with `TIME wall_s=<x> cpu_s=<x>` (see
+    examples/bench_e2e/main.rs for the protocol). Both sides being fresh processes that sleep
+    between requests keeps the scheduler's treatment of them alike on a shared machine: an
+    onnxruntime timed inside this long-running, CPU-heavy driver would wait behind other
+    processes more often than a mostly sleeping kiln server."""
+
+    def __init__(self, cmd: list[str], hello: str, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        self.hello = self.expect(hello)[0]
+
+    def expect(self, tag: str) -> list[str]:
+        """The words after `tag` on the next line that starts with it; other lines are
+        passed through."""
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                sys.exit(f"{self.proc.args[0]} exited (code {self.proc.wait()})")
+            words = line.split()
+            if words and words[0] == tag:
+                return words[1:]
+            print(line, end="", flush=True)
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def time(self, reps: int) -> tuple[float, float]:
+        """Wall and CPU seconds of `reps` runs."""
+        self.send(f"time {reps}")
+        fields = dict(w.split("=") for w in self.expect("TIME"))
+        return float(fields["wall_s"]), float(fields["cpu_s"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def ort_serve() -> None:
+    """The onnxruntime timing server (`--ort-serve`): `load IO MODEL THREADS` binds `x` from
+    IO to a session on MODEL with THREADS intra-op threads; `time N` runs it N times and
+    reports wall and process CPU time (every onnxruntime thread's)."""
+    print(f"ORT {ort.__version__}", flush=True)
+    keep = None
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "load":
+            keep = None
+            x = np.ascontiguousarray(load_file(words[1])["x"])
+            sess = session(Path(words[2]), int(words[3]))
+            io, y = bound(sess, x)
+            # The binding points at `x` and `y`: they live as long as it does.
+            keep = (sess, io, x, y)
+            print("LOADED", flush=True)
+        elif words[0] == "time":
+            sess, io = keep[0], keep[1]
+            w, c = time.perf_counter(), time.process_time()
+            for _ in range(int(words[1])):
+                sess.run_with_iobinding(io)
+            print(f"TIME wall_s={time.perf_counter() - w:e} cpu_s={time.process_time() - c:e}",
+                  flush=True)
+
+
+def per_call(run) -> float:
+    """Warms `run` up; returns its wall seconds per call."""
+    calls, spent = 0, 0.0
+    while calls < 3 or spent < WARMUP_S:
+        spent += run(1)[0]
         calls += 1
-    per_call = (time.perf_counter() - start) / calls
-    reps = max(1, int(np.ceil(MIN_SAMPLE_S / per_call)))
-    samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TARGET_S / (per_call * reps)))) | 1
-    times = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        for _ in range(reps):
-            call()
-        times.append((time.perf_counter() - t) / reps)
-    return statistics.median(times), samples * reps
+    return spent / calls
 
 
-def time_ort(model_path: Path, x: np.ndarray, work: Path) -> tuple[np.ndarray, float, float]:
-    """Runs the model on `x`; returns the output and the median milliseconds per run
-    measured from Python and inside the engine."""
-    sess = session(model_path)
-    io, y = bound(sess, x)
-    python_s, _ = median_seconds(lambda: sess.run_with_iobinding(io))
-    # The reference output, from a plain run (not the bound buffer, reused by the timing).
-    y_ref = sess.run(None, {sess.get_inputs()[0].name: x})[0]
-    assert np.array_equal(y, y_ref), "bound and plain runs disagree"
-
-    prof = session(model_path, work / "ort_profile")
-    io, _ = bound(prof, x)
-    _, calls = median_seconds(lambda: prof.run_with_iobinding(io))
-    path = Path(prof.end_profiling())
-    events = json.loads(path.read_text())
-    path.unlink()
-    runs = [e["dur"] for e in events if e.get("name") == "model_run"]
-    # The last `calls` runs are the measured ones (the earlier ones warmed up).
-    inside_ms = statistics.median(runs[-calls:]) / 1e3
-    return y_ref, python_s * 1e3, inside_ms
+def compare(timers: list) -> list[tuple[float, float]]:
+    """Alternating samples of every timer (one round: one sample of each, in order); per
+    timer, the medians of wall and CPU milliseconds per run."""
+    calls = [per_call(t) for t in timers]
+    reps = [max(1, math.ceil(MIN_SAMPLE_S / c)) for c in calls]
+    longest = max(c * r for c, r in zip(calls, reps))
+    rounds = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TARGET_S / longest))) | 1
+    samples: list[list[tuple[float, float]]] = [[] for _ in timers]
+    for _ in range(rounds):
+        for timer, n, got in zip(timers, reps, samples):
+            wall, cpu = timer(n)
+            got.append((wall / n, cpu / n))
+    return [(statistics.median(w for w, _ in got) * 1e3,
+             statistics.median(c for _, c in got) * 1e3) for got in samples]
 
 
-def write_io(dir_: Path, x: np.ndarray, y: np.ndarray, ort_ms: float) -> None:
-    save_file({"x": np.ascontiguousarray(x), "y": np.ascontiguousarray(y),
-               "ort_ms": np.array([ort_ms], dtype=np.float64)}, str(dir_ / "io.safetensors"))
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def prepare(name: str, model_path: Path, x: np.ndarray, dir_: Path) -> None:
-    y, python_ms, inside_ms = time_ort(model_path, x, dir_)
-    ort_ms = min(python_ms, inside_ms)
-    print(f"ORT {name} python_ms={python_ms:.4g} inside_ms={inside_ms:.4g} "
-          f"ort_ms={ort_ms:.4g} (1 thread, ORT_ENABLE_ALL, onnxruntime {ort.__version__})",
+def fmt(x: float) -> str:
+    """Four significant digits."""
+    return f"{x:.4g}"
+
+
+# --------------------------------------------------------------------------------------
+# Cold start
+# --------------------------------------------------------------------------------------
+
+
+def peak_rss_bytes() -> int:
+    """VmHWM of this process (not `ru_maxrss`, which Linux carries over `execve` from the
+    forked parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line")
+
+
+def ort_cold(model_path: str) -> None:
+    """In a fresh process (`--ort-cold`): session creation + first run, and peak RSS."""
+    x = load_file(str(Path(model_path).parent / "io.safetensors"))["x"]
+    start = time.perf_counter()
+    sess = session(Path(model_path), 1)
+    sess.run(None, {sess.get_inputs()[0].name: x})
+    ms = (time.perf_counter() - start) * 1e3
+    rss = peak_rss_bytes()
+    print(f"COLD ort_ms={ms:.4g} peak_rss_bytes={rss}")
+
+
+def cold_fields(cmd: list[str]) -> dict[str, float]:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    line = next(line for line in out.splitlines() if line.startswith("COLD "))
+    return {k: float(v) for k, v in (w.split("=") for w in line.split()[1:])}
+
+
+def cold_start() -> None:
+    cmd = ["cargo", "build", "--release", "--example", "bench_cold", "--features",
+           "bench-embedded"]
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    model = str(OUT_DIR / "resnet50" / "model.onnx")
+    kiln, onnx_rt = [], []
+    for _ in range(COLD_REPEATS):
+        kiln.append(cold_fields([str(COLD_BIN), str(OUT_DIR / "resnet50" / "io.safetensors")]))
+        onnx_rt.append(cold_fields([sys.executable, __file__, "--ort-cold", model]))
+
+    def med(xs, key):
+        return statistics.median(x[key] for x in xs)
+
+    k_ms, o_ms = med(kiln, "kiln_ms"), med(onnx_rt, "ort_ms")
+    rss = med(kiln, "peak_rss_bytes")
+    base = kiln[0]["weights_bytes"] + kiln[0]["arena_bytes"]
+    print(f"COLD model=resnet50 kiln_new_ms={fmt(med(kiln, 'new_ms'))} "
+          f"kiln_first_run_ms={fmt(med(kiln, 'first_run_ms'))} kiln_ms={fmt(k_ms)} "
+          f"ort_ms={fmt(o_ms)} kiln_peak_rss_mb={rss / 1e6:.1f} "
+          f"weights_mb={kiln[0]['weights_bytes'] / 1e6:.1f} "
+          f"arena_mb={kiln[0]['arena_bytes'] / 1e6:.1f} "
+          f"ort_peak_rss_mb={med(onnx_rt, 'peak_rss_bytes') / 1e6:.1f} "
+          f"(medians of {COLD_REPEATS} fresh processes each)")
+    print(f"E2E model=resnet50 cold_start_ratio={k_ms / o_ms:.3f} rss_ratio={rss / base:.3f}",
           flush=True)
-    write_io(dir_, x, y, ort_ms)
+
+
+# --------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--no-cargo", action="store_true",
-                        help="only write target/bench_e2e/ and time onnxruntime")
+    parser.add_argument("--models", default=",".join(ALL_MODELS),
+                        help="comma-separated subset of " + ",".join(ALL_MODELS))
+    parser.add_argument("--threads", default="1,2", help="onnxruntime thread counts")
+    parser.add_argument("--isa", help="comma-separated KILN_ISA caps, each timed by a kiln "
+                        "server of its own in the same alternation (e.g. avx512,avx2); "
+                        "default: one server with the environment's KILN_ISA")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold-start run")
+    parser.add_argument("--emit", action="store_true",
+                        help="rewrite examples/bench_e2e/models/*.rs and stop")
+    parser.add_argument("--ort-cold", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument("--ort-serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    # ResNet-18, random weights.
-    dir_ = OUT_DIR / "resnet18"
-    dir_.mkdir(parents=True, exist_ok=True)
-    model, x = ResNet18(seed=18).build()
-    onnx.save(model, str(dir_ / "model.onnx"))
-    weights = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
-    save_file(weights, str(dir_ / "weights.safetensors"))
-    prepare("resnet18", dir_ / "model.onnx", x, dir_)
-
-    # The digits example's trained network and weights, on one held-out-like image.
-    dir_ = OUT_DIR / "digits"
-    dir_.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ROOT / "examples" / "digits" / "data" / "digits.safetensors",
-                    dir_ / "weights.safetensors")
-    x = load_file(str(ROOT / "tests" / "data" / "digits_io.safetensors"))["x"][:1]
-    x = np.ascontiguousarray(x.reshape(1, 1, 8, 8), dtype=np.float32)
-    prepare("digits", ROOT / "tests" / "data" / "digits.onnx", x, dir_)
-
-    if args.no_cargo:
+    if args.ort_serve:
+        ort_serve()
         return 0
-    cmd = ["cargo", "run", "--release", "--example", "bench_e2e", "--", str(OUT_DIR)]
+    if args.ort_cold:
+        ort_cold(args.ort_cold)
+        return 0
+    if args.emit:
+        emit(list(bench_models.MODELS))
+        return 0
+    names = args.models.split(",")
+    unknown = [n for n in names if n not in ALL_MODELS]
+    if unknown:
+        sys.exit(f"unknown model(s) {unknown}; known: {ALL_MODELS}")
+    threads = [int(t) for t in args.threads.split(",")]
+
+    cmd = ["cargo", "build", "--release", "--example", "bench_e2e"]
     print("$ " + " ".join(cmd), flush=True)
-    return subprocess.run(cmd, cwd=ROOT, env=os.environ.copy()).returncode
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    # One kiln server per ISA asked for (`KILN_ISA` caps each), or one with the environment's.
+    kilns = []
+    for cap in args.isa.split(",") if args.isa else [None]:
+        env = os.environ.copy() if cap is None else {**os.environ, "KILN_ISA": cap}
+        kilns.append(Server([str(KILN_BIN), "--serve", str(OUT_DIR)], "ISA", env))
+    isas = [k.hello for k in kilns]
+    onnx_rt = Server([sys.executable, __file__, "--ort-serve"], "ORT")
+    print(f"# kiln kernels: {', '.join(isas)}; onnxruntime {onnx_rt.hello}, ORT_ENABLE_ALL, "
+          "sequential; kiln runs on 1 thread at every thread count (no multi-threaded API "
+          "on this branch)", flush=True)
+    print("# load average before: %.2f %.2f %.2f (the machine is shared; wall times above the "
+          "CPU times mean other processes took turns)" % os.getloadavg(), flush=True)
+    # Per (ISA, thread count), per network: the wall-time and the CPU-time ratios.
+    ratios: dict[tuple[str, int], dict[str, tuple[float, float]]] = {
+        (isa, t): {} for isa in isas for t in threads}
+    ok = True
+    for name in names:
+        model_path = prepare(name)
+        for kiln in kilns:
+            kiln.send(f"load {name}")
+            check = kiln.expect("CHECK")
+            print(f"CHECK isa={kiln.hello} " + " ".join(check), flush=True)
+            ok &= check[-1] == "ok"
+        for t in threads:
+            onnx_rt.send(f"load {OUT_DIR / name / 'io.safetensors'} {model_path} {t}")
+            onnx_rt.expect("LOADED")
+            *ks, (ort_ms, ort_cpu_ms) = compare([k.time for k in kilns] + [onnx_rt.time])
+            for isa, (kiln_ms, kiln_cpu_ms) in zip(isas, ks):
+                ratio, cpu_ratio = kiln_ms / ort_ms, kiln_cpu_ms / ort_cpu_ms
+                ratios[isa, t][name] = (ratio, cpu_ratio)
+                print(f"E2E model={name} threads={t} isa={isa} kiln_ms={fmt(kiln_ms)} "
+                      f"ort_ms={fmt(ort_ms)} kiln_over_ort={ratio:.3f}"
+                      + ("" if t == 1 else " (kiln on 1 thread)"))
+                print(f"CPU model={name} threads={t} isa={isa} kiln_cpu_ms={fmt(kiln_cpu_ms)} "
+                      f"ort_cpu_ms={fmt(ort_cpu_ms)} kiln_over_ort={cpu_ratio:.3f}", flush=True)
+    for kiln in kilns:
+        kiln.close()
+    onnx_rt.close()
+    print("# load average after: %.2f %.2f %.2f" % os.getloadavg())
+    for (isa, t), per_model in ratios.items():
+        got = [per_model[m] for m in GEOMEAN_MODELS if m in per_model]
+        if got:
+            # The exact line for the default (one ISA); the ISA appended when there are several.
+            note = "" if len(isas) == 1 else f" isa={isa}"
+            if len(got) != len(GEOMEAN_MODELS):
+                note += f" (over {len(got)} of 7 CNNs)"
+            print(f"E2E geomean threads={t} kiln_over_ort={geomean(r[0] for r in got):.3f}"
+                  f"{note}")
+            print(f"CPU geomean threads={t} kiln_over_ort={geomean(r[1] for r in got):.3f}"
+                  f"{note}", flush=True)
+    if not args.no_cold:
+        if "resnet50" not in names:
+            prepare("resnet50")
+        cold_start()
+    if not ok:
+        print("kiln's output differs from onnxruntime's on some network", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
