@@ -3,7 +3,7 @@
 //! Each family is a file; this module re-exports their public functions so that
 //! `arch::portable::<name>` is the full set, the shape every ISA module will share.
 
-mod conv;
+pub(crate) mod conv; // `conv2d_with`, for ISAs that bring only a GEMM (32-bit arm).
 mod conv_nd;
 mod copy;
 mod eltwise;
