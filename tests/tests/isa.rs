@@ -10,6 +10,12 @@
 
 use kiln_tests::Mlp;
 
+/// NEON from `/proc/self/auxv`, independently of kiln (one copy, shared with the kernel
+/// harnesses).
+#[cfg(target_arch = "arm")]
+#[path = "../../kernels/tests/common/auxv.rs"]
+mod auxv;
+
 /// The ISAs this target has kernels for, weakest first, each with whether the CPU has every
 /// feature its kernels use.
 fn ladder() -> Vec<(&'static str, bool)> {
@@ -28,24 +34,8 @@ fn ladder() -> Vec<(&'static str, bool)> {
     #[cfg(target_arch = "aarch64")]
     isas.push(("neon", std::arch::is_aarch64_feature_detected!("neon")));
     #[cfg(target_arch = "arm")]
-    isas.push(("neon", hwcap_has_neon()));
+    isas.push(("neon", auxv::hwcap_neon()));
     isas
-}
-
-/// Whether the CPU has NEON, read from `/proc/self/auxv` (the `AT_HWCAP` entry's
-/// `HWCAP_NEON` bit): the same kernel report kiln reads through `getauxval`, taken by another
-/// road (the standard library's `is_arm_feature_detected!` is unstable, and qemu-arm 7 shows
-/// the host's `/proc/cpuinfo`, but emulates the auxiliary vector).
-#[cfg(target_arch = "arm")]
-fn hwcap_has_neon() -> bool {
-    const AT_HWCAP: usize = 16;
-    const HWCAP_NEON: usize = 1 << 12;
-    let auxv = std::fs::read("/proc/self/auxv").expect("/proc/self/auxv is readable");
-    let word = |b: &[u8]| usize::from_ne_bytes(b.try_into().expect("one word"));
-    let size = std::mem::size_of::<usize>();
-    auxv.chunks_exact(2 * size)
-        .find(|entry| word(&entry[..size]) == AT_HWCAP)
-        .is_some_and(|entry| word(&entry[size..]) & HWCAP_NEON != 0)
 }
 
 /// The strongest available ISA on the ladder, not above `cap` when `cap` names one of them
@@ -97,7 +87,7 @@ fn aarch64_selects_neon() {
 fn arm32_selects_neon() {
     // qemu-arm's default CPU has NEON, as do the armv7 boards kiln targets; this is the check
     // that the `asm!` NEON kernels, not the portable fallback, are the ones running.
-    assert!(hwcap_has_neon(), "this CPU (or qemu-arm) reports no NEON");
+    assert!(auxv::hwcap_neon(), "this CPU (or qemu-arm) reports no NEON");
     match cap().as_deref() {
         Some("portable") => assert_eq!(kiln::isa(), "portable"),
         _ => assert_eq!(kiln::isa(), "neon"),

@@ -4,6 +4,9 @@
 
 use std::sync::Mutex;
 
+#[cfg(target_arch = "arm")]
+mod auxv;
+
 use kiln_kernels::{for_isa, Isa, Kernels};
 
 /// The tables this CPU can run, other than the reference. Prints, once per `test` name, which
@@ -16,6 +19,14 @@ pub fn isas(test: &'static str) -> Vec<Kernels> {
         .into_iter()
         .filter(|&isa| isa != Isa::Portable)
         .partition(|isa| isa.is_available());
+    // On 32-bit arm kiln detects NEON itself (`getauxval`), so a broken detection would make
+    // every harness skip the NEON table quietly; the CPU's own report must agree with it.
+    #[cfg(target_arch = "arm")]
+    assert_eq!(
+        Isa::Neon.is_available(),
+        auxv::hwcap_neon(),
+        "kiln's NEON detection disagrees with /proc/self/auxv"
+    );
     let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
     if !reported.contains(&test) {
         reported.push(test);

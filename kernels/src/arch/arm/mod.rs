@@ -5,9 +5,10 @@
 //! stable Rust the only way to run NEON code chosen at run time is hand-written assembly,
 //! assembled under a `.fpu neon` directive (the `armv7-unknown-linux-gnueabihf` baseline is
 //! VFPv3 without NEON, so the assembler would refuse NEON mnemonics otherwise). That is code
-//! the compiler cannot check, so it is kept to the one kernel that carries the work: the GEMM
+//! the compiler cannot check, so it is kept to the loops that carry the work: the GEMM
 //! micro-kernel, which `gemm`, `conv2d` (pointwise and im2col) and, through the table's GEMM,
-//! `matmul` and `conv3d` run on. Everything else stays portable.
+//! `matmul` and `conv3d` run on, and the dot-product loop of `dense`. Everything else stays
+//! portable.
 //!
 //! Detection is [`neon_detected`]: the kernel's one requirement, NEON, read from the
 //! `AT_HWCAP` auxiliary vector (the kernel's own report of the CPU, which is what `/proc/cpuinfo`

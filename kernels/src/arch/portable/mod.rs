@@ -7,8 +7,8 @@ pub(crate) mod conv; // `conv2d_with`, for ISAs that bring only a GEMM (32-bit a
 mod conv_nd;
 mod copy;
 mod eltwise;
-mod epilogue;
-mod gemm;
+pub(crate) mod epilogue; // With `gemm::dot`, for 32-bit arm's NEON `dense`.
+pub(crate) mod gemm;
 mod matmul;
 mod nd;
 mod norm;
