@@ -14,6 +14,8 @@ use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
 
+mod seq;
+
 #[derive(Debug)]
 pub struct Model<'a> {
     pub def: &'a NetworkDef,
@@ -29,8 +31,9 @@ pub struct Model<'a> {
 
 /// Where a value's data is when an op reads it.
 enum Loc {
-    /// The `i`th model input (or a view of it).
-    Input(usize),
+    /// The `i`th model input (or a view of it); with an element range when the value is a
+    /// sequence element that is only part of it.
+    Input(usize, Option<(usize, usize)>),
     /// f32 range in the arena.
     Arena(usize, usize),
     /// f32 range in the parameter buffer (a parameter used as a tensor).
@@ -44,11 +47,16 @@ impl Model<'_> {
 
     fn loc(&self, v: ValueId) -> Loc {
         let root = self.graph.alias_root(v);
+        let at = self.view_offset(v);
+        let len = self.graph.shape(v).elements();
         match self.graph.values[root.index()].producer {
-            Producer::Input(i) => return Loc::Input(i),
+            Producer::Input(i) => {
+                let whole = at == 0 && self.graph.shape(root).elements() == len;
+                return Loc::Input(i, (!whole).then_some((at, at + len)));
+            }
             Producer::Param(p) => {
                 let s = self.params.param(p);
-                return Loc::Param(s.start, s.start + self.graph.shape(v).elements());
+                return Loc::Param(s.start + at, s.start + at + len);
             }
             Producer::Op { .. } => {}
         }
@@ -206,6 +214,9 @@ impl Model<'_> {
         }
         if op.kind.is_alias() {
             return TokenStream::new();
+        }
+        if op.kind.is_seq() {
+            return self.seq_op(i);
         }
         if let OpKind::Split { axis, sizes } = &op.kind {
             return self.split(op, *axis as usize, sizes);
@@ -565,6 +576,14 @@ impl Model<'_> {
                 quote! { out.copy_from_slice(#x); }
             }
             OpKind::Reshape(_) => unreachable!("aliases return early"),
+            OpKind::SeqEmpty(_)
+            | OpKind::SeqConstruct
+            | OpKind::SeqInsert { .. }
+            | OpKind::SeqErase { .. }
+            | OpKind::SeqAt { .. }
+            | OpKind::SeqLen
+            | OpKind::SplitToSeq { .. }
+            | OpKind::ConcatFromSeq { .. } => unreachable!("`seq_op` emits these"),
         };
         quote! {
             {
@@ -897,10 +916,7 @@ impl Model<'_> {
     /// region (pushed onto `reads` for the op's `io` call, bound to `r<k>`), typed.
     fn read(&self, v: ValueId, reads: &mut Vec<TokenStream>) -> TokenStream {
         match self.loc(v) {
-            Loc::Input(n) => {
-                let id = format_ident!("__x{}", n);
-                quote! { #id }
-            }
+            Loc::Input(n, part) => input_tokens(n, part),
             Loc::Arena(a0, a1) => {
                 let id = format_ident!("r{}", reads.len());
                 reads.push(quote! { #a0..#a1 });
@@ -950,10 +966,7 @@ impl Model<'_> {
         let inner: usize = x_shape.dims[axis + 1..].iter().product();
         let total = x_shape.dims[axis] * inner;
         let (reads, x) = match self.loc(op.args[0]) {
-            Loc::Input(n) => {
-                let id = format_ident!("__x{}", n);
-                (vec![], quote! { #id })
-            }
+            Loc::Input(n, part) => (vec![], input_tokens(n, part)),
             Loc::Arena(a0, a1) => (
                 vec![quote! { #a0..#a1 }],
                 self.typed(op.args[0], quote! { r0 }),
@@ -1002,6 +1015,15 @@ impl Model<'_> {
 }
 
 /// The sizes of a 3-D window op as `[d, h, w]`.
+/// Input `n`'s slice, or the element range `part` of it.
+fn input_tokens(n: usize, part: Option<(usize, usize)>) -> TokenStream {
+    let id = format_ident!("__x{}", n);
+    match part {
+        None => quote! { #id },
+        Some((a, b)) => quote! { &#id[#a..#b] },
+    }
+}
+
 fn three(v: &[usize]) -> [usize; 3] {
     v.try_into().expect("the IR verifier checks window ranks")
 }

@@ -15,9 +15,11 @@
 use crate::contract::{conv3d_scratch, conv_scratch};
 use crate::diag::{plural, Errors, Loc};
 use crate::ir::{
-    as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, Shape,
-    ValueId,
+    as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, SeqVal,
+    Shape, ValueId,
 };
+
+mod seq;
 
 /// The most bytes a network's tensors may take all together: inputs, every op's result and
 /// scratch, and the parameters, each rounded up to the planner's 64-byte alignment as if nothing
@@ -36,6 +38,7 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         binding,
         runs: 0,
         types: vec![None; g.values.len()],
+        seqs: vec![None; g.values.len()],
         errors,
         bytes: 0,
     };
@@ -71,6 +74,16 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
     }
     let mut resolved = Vec::with_capacity(g.ops.len());
     for op in &g.ops {
+        if op.kind.is_seq() {
+            let (kind, shape, seq) = match cx.seq_op(op) {
+                Some((kind, shape, seq)) => (kind, Some(shape), seq),
+                None => (op.kind.clone(), None, None),
+            };
+            cx.types[op.result().index()] = shape;
+            cx.seqs[op.result().index()] = seq;
+            resolved.push(kind);
+            continue;
+        }
         let (kind, shapes) = match cx.op(op) {
             Some((kind, shapes)) => (kind, shapes.into_iter().map(Some).collect()),
             None => (op.kind.clone(), vec![None; op.results.len()]),
@@ -84,6 +97,11 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         let Some(actual) = cx.types[o.value.index()].clone() else {
             continue;
         };
+        if let Some(s) = &cx.seqs[o.value.index()] {
+            let msg = format!("this output is a sequence ({}); return its elements with `at(s, i)` or `concat_from_seq`", s.type_text());
+            cx.error(o.ty_loc, msg);
+            continue;
+        }
         // `?` in the declared type stands for a size known only at run time.
         let declared: Vec<Option<usize>> =
             o.ty.dims
@@ -124,6 +142,7 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         return None;
     }
     let mut typed = g.clone();
+    typed.seqs = cx.seqs;
     // A value can stay untyped without an error of this pass only when the front end reported
     // one (an input whose size has no value); the pipeline stops on those errors.
     typed.types = cx.types.into_iter().collect::<Option<Vec<_>>>()?;
@@ -139,6 +158,7 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
             let shape = typed.shape(v).clone();
             let copy = typed.add_op(OpKind::Copy, vec![v], 1, at, vec![at], None)[0];
             typed.types.push(shape);
+            typed.seqs.push(None);
             typed.outputs[i].value = copy;
         }
     }
@@ -151,6 +171,8 @@ struct Infer<'a, 'e> {
     /// Run-time size variables handed out so far.
     runs: u32,
     types: Vec<Option<Shape>>,
+    /// Per value: the sequence it is, if it is one.
+    seqs: Vec<Option<SeqVal>>,
     errors: &'e mut Errors,
     /// Bytes claimed so far against [`MAX_BYTES`].
     bytes: usize,
@@ -202,6 +224,14 @@ impl Infer<'_, '_> {
             .map(|a| self.shape(*a).cloned())
             .collect::<Option<_>>()?;
         let name = op.kind.name();
+        if let Some(i) = op.args.iter().position(|a| self.seqs[a.index()].is_some()) {
+            let s = self.seqs[op.args[i].index()]
+                .as_ref()
+                .map(SeqVal::type_text);
+            let msg = format!("{name}: this argument is a sequence ({}), not a tensor; take an element with `at(s, i)` or join them with `concat_from_seq`", s.unwrap_or_default());
+            self.error(op.arg_loc(i), msg);
+            return None;
+        }
         if let OpKind::Constant(_) = op.kind {
             let out = Shape::tensor(crate::ir::DType::F32, vec![]);
             self.claim(op.loc, format_args!("{name}: the output {out}"), &out)?;
@@ -935,6 +965,14 @@ impl Infer<'_, '_> {
                 }
                 return Some((kind, vec![out]));
             }
+            OpKind::SeqEmpty(_)
+            | OpKind::SeqConstruct
+            | OpKind::SeqInsert { .. }
+            | OpKind::SeqErase { .. }
+            | OpKind::SeqAt { .. }
+            | OpKind::SeqLen
+            | OpKind::SplitToSeq { .. }
+            | OpKind::ConcatFromSeq { .. } => unreachable!("sequence ops have their own rules"),
             OpKind::Pad { pad, .. } => {
                 self.rank4(x, name, op.loc)?;
                 let [h, w] = x.spatial();

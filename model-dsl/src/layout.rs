@@ -75,8 +75,25 @@ pub fn problem(g: &Graph) -> Planned {
             Producer::Input(_) => (0, ValueKind::External, format!("{name} (input)")),
             Producer::Op { op, .. } => {
                 let o = g.op(op);
-                let kind = if g.is_external(id) {
+                let kind = if let Some(s) = g.seq(id).filter(|_| !g.split_copies(id)) {
+                    // A sequence holds the arena tensors its elements are (escape analysis).
+                    let mut members: Vec<usize> = Vec::new();
+                    for e in &s.elems {
+                        match slot[e.base.index()] {
+                            Some(m) if !g.is_external(e.base) && !members.contains(&m) => {
+                                members.push(m)
+                            }
+                            _ => {}
+                        }
+                    }
+                    ValueKind::Seq { members }
+                } else if g.is_external(id) {
                     ValueKind::External
+                } else if let Some(e) = g.seq_view(id) {
+                    ValueKind::Member {
+                        of: slot[e.base.index()].expect("sequence elements are arena values"),
+                        offset: e.offset * e.shape.dtype.size(),
+                    }
                 } else if o.kind.is_alias() {
                     ValueKind::Alias {
                         of: slot[o.args[0].index()].expect("aliases view arena values"),
@@ -90,9 +107,15 @@ pub fn problem(g: &Graph) -> Planned {
             }
         };
         slot[i] = Some(values.len());
+        let bytes = match &kind {
+            ValueKind::Seq { .. } => 0,
+            // A `split_to_seq` that copies keeps its pieces in a buffer of its input's size.
+            _ if g.split_copies(id) => g.shape(g.op_args(id)[0]).bytes(),
+            _ => g.shape(id).bytes(),
+        };
         values.push(ValueReq {
             name,
-            bytes: g.shape(id).bytes(),
+            bytes,
             def,
             uses: Vec::new(),
             is_output: false,

@@ -120,6 +120,16 @@ pub enum Error {
         /// The size of the axis; valid indices are `-len..len`.
         len: usize,
     },
+    /// A sequence position given at run time (to `insert`, `erase` or `at`) is outside the
+    /// sequence.
+    SeqPosition {
+        /// The operation: `insert`, `erase` or `at`.
+        op: &'static str,
+        /// The position given.
+        pos: i64,
+        /// The sequence's length; valid positions are `-len..len` (`-len..=len` for `insert`).
+        len: usize,
+    },
     /// The sizes given to a `split` at run time are negative or do not add up to the axis.
     SplitSizes {
         /// The sizes given.
@@ -261,7 +271,15 @@ impl fmt::Display for Error {
                 -(*len as i128),
                 *len as i128 - 1
             ),
-Error::SplitSizes { sizes, dim } => write!(
+Error::SeqPosition { op, pos, len } => {
+                let hi = *len as i128 - i128::from(*op != "insert");
+                write!(
+                    f,
+                    "{op}: position {pos} is out of range for a sequence of {len} elements; valid positions are {} to {hi}",
+                    -(*len as i128)
+                )
+            }
+            Error::SplitSizes { sizes, dim } => write!(
                 f,
                 "split: the sizes {sizes:?} must be non-negative and add up to {dim}, the size of the axis"
             ),

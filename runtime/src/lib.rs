@@ -14,6 +14,7 @@
 mod arena;
 mod dynamic;
 mod error;
+mod seq;
 mod tensor;
 mod weights;
 
@@ -38,6 +39,7 @@ pub mod __private {
     pub use crate::dynamic::{
         broadcast_strides, range_count_f64, range_count_i64, slice_bounds, split_sizes, DynBuf,
     };
+    pub use crate::seq::{seq_erase, seq_index, seq_insert};
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
     pub use crate::{Arena, AsInput, Error, Tensor};

@@ -21,8 +21,8 @@ use syn::Ident;
 use super::args::{pads_of, Args};
 use crate::diag::{closest, plural, Diag, Errors, Loc};
 use crate::ir::{
-    Act, BinOp, CmpOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Producer,
-    ReduceKind, ReshapeTo, Shape, SymId, TensorType, ValueId, MAX_RANK,
+    Act, BinOp, CmpOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Pos,
+    Producer, ReduceKind, ReshapeTo, SeqSplit, Shape, SymId, TensorType, ValueId, MAX_RANK,
 };
 use crate::syntax::{
     error_range, Arg, Body, Dtype, Expr, LayoutMap, NetworkDef, ParamName, ParamType, SizeExpr,
@@ -81,6 +81,26 @@ pub const OPS: &[&str] = &[
     "greater",
     "less_equal",
     "greater_equal",
+    "seq_empty",
+    "seq_construct",
+    "insert",
+    "erase",
+    "at",
+    "len",
+    "split_to_seq",
+    "concat_from_seq",
+];
+
+/// The sequence ops, lowered by `seq_op`.
+const SEQ_OPS: &[&str] = &[
+    "seq_empty",
+    "seq_construct",
+    "insert",
+    "erase",
+    "at",
+    "len",
+    "split_to_seq",
+    "concat_from_seq",
 ];
 
 /// The DSL's location table: each [`Loc`] is a token, or a range of tokens from the first to
@@ -690,6 +710,8 @@ impl Builder<'_> {
         let mut a = Args::new(op, args);
         let result = if name == "split" {
             self.split(span, &mut a)
+        } else if SEQ_OPS.contains(&name.as_str()) {
+            self.seq_op(&name, span, &mut a).map(|v| vec![v])
         } else {
             self.op(&name, span, &mut a).map(|v| vec![v])
         };
@@ -1351,6 +1373,135 @@ impl Builder<'_> {
             vec![arg_loc],
             decl,
         ))
+    }
+
+    /// The sequence ops (ONNX's eight). A position is a whole number (checked at compile time by
+    /// inference, at the number's token) or an `i64` scalar value (checked at run time).
+    fn seq_op(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
+        let spans = a.positional_spans().to_vec();
+        match name {
+            "seq_empty" => {
+                let dtype = match a.take_positional() {
+                    Some(Value::Expr(Expr::Name(n))) => DType::from_name(&n.to_string()),
+                    None => Some(DType::F32),
+                    _ => None,
+                };
+                let Some(dtype) = dtype else {
+                    self.error(
+                        span,
+                        "seq_empty: expected the element dtype, like `seq_empty(f32)`",
+                    );
+                    return None;
+                };
+                self.add_op(OpKind::SeqEmpty(dtype), vec![], span, &[], None)
+            }
+            "seq_construct" => {
+                let xs = self.variadic_inputs(a)?;
+                if xs.is_empty() {
+                    self.error(span, "seq_construct: needs at least one tensor (use `seq_empty(dtype)` for none)");
+                    return None;
+                }
+                self.add_op(OpKind::SeqConstruct, xs, span, &spans, None)
+            }
+            "insert" => {
+                let [s, x] = self.inputs::<2>(a, span)?;
+                let (at, pos) = self.position(a)?;
+                let mut args = vec![s, x];
+                args.extend(pos);
+                self.add_op(OpKind::SeqInsert { at }, args, span, &spans, None)
+            }
+            "erase" | "at" => {
+                let s = self.inputs::<1>(a, span)?[0];
+                let (at, pos) = self.position(a)?;
+                if name == "at" && at == Pos::Default {
+                    self.error(
+                        span,
+                        "at: expected the position, like `at(s, 0)` or `at(s, -1)`",
+                    );
+                    return None;
+                }
+                let mut args = vec![s];
+                args.extend(pos);
+                let kind = if name == "at" {
+                    OpKind::SeqAt { at }
+                } else {
+                    OpKind::SeqErase { at }
+                };
+                self.add_op(kind, args, span, &spans, None)
+            }
+            "len" => {
+                let s = self.inputs::<1>(a, span)?[0];
+                self.add_op(OpKind::SeqLen, vec![s], span, &spans, None)
+            }
+            "split_to_seq" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let axis = a.int(self, "axis")?.unwrap_or(0);
+                let keepdims = a.bool(self, "keepdims", true)?;
+                let decl = a.peek_positional(0).map(|v| self.spans.at(v.span()));
+                let split = match a.take_positional() {
+                    None => SeqSplit::Ones,
+                    Some(Value::Int(n)) if n.value > 0 => SeqSplit::Chunk(n.value),
+                    Some(Value::List(items, at)) => {
+                        match items.iter().map(|&s| usize::try_from(s).ok()).collect() {
+                            Some(sizes) => SeqSplit::Sizes(sizes),
+                            None => {
+                                self.error(at, "split_to_seq: sizes must not be negative");
+                                return None;
+                            }
+                        }
+                    }
+                    Some(other) => {
+                        self.error(other.span(), "split_to_seq: expected a chunk size (a positive number) or the sizes, like `[2, 1]`");
+                        return None;
+                    }
+                };
+                let kind = OpKind::SplitToSeq {
+                    axis,
+                    split,
+                    keepdims,
+                };
+                self.add_op(kind, vec![x], span, &spans[..1], decl)
+            }
+            _ => {
+                let s = self.inputs::<1>(a, span)?[0];
+                let axis = a.int(self, "axis")?.unwrap_or(0);
+                let new_axis = a.bool(self, "new_axis", false)?;
+                let kind = OpKind::ConcatFromSeq { axis, new_axis };
+                self.add_op(kind, vec![s], span, &spans, None)
+            }
+        }
+    }
+
+    /// The optional position argument of `insert`, `erase` and `at`: absent, a whole number,
+    /// or a value (an `i64` scalar, given at run time).
+    fn position(&mut self, a: &mut Args) -> Option<(Pos, Option<ValueId>)> {
+        match a.take_positional() {
+            None => Some((Pos::Default, None)),
+            Some(Value::Int(n)) => match i64::try_from(n.value) {
+                Ok(i) => Some((Pos::Static(i), None)),
+                Err(_) => {
+                    self.error(
+                        n.span,
+                        format!("{}: position {} is too large", a.op, n.value),
+                    );
+                    None
+                }
+            },
+            Some(Value::Float(f, _)) if f.fract() == 0.0 && f.abs() < 1e15 => {
+                Some((Pos::Static(f as i64), None))
+            }
+            Some(Value::Expr(e)) => {
+                let v = self.expr(&e)?;
+                Some((Pos::Run, Some(v)))
+            }
+            Some(other) => {
+                self.error(
+                    other.span(),
+                    format!("{}: a position is a whole number or an i64 scalar", a.op),
+                );
+                None
+            }
+        }
     }
 
     /// The two operands of arithmetic: tensors, or numbers (which become scalar constants).

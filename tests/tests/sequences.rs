@@ -1,0 +1,293 @@
+//! Sequences of tensors: the eight ONNX sequence test models (`simple/test_sequence_model1..8`
+//! from the `onnx` package, inputs and outputs copied into `data/sequences/` by
+//! `scripts/gen_sequence_testdata.py`) written in the DSL, with positions known at compile time
+//! (as the models' initializers are) and given at run time as `i64` inputs; negative positions;
+//! run-time positions out of range (`Err`, never a panic); and the plans (no copies, membership).
+
+use kiln::Error;
+use kiln_tests::{assert_close, tensor_of};
+
+kiln::network! {
+    /// test_sequence_model1: an empty sequence, two inserts at the end, one at position 1.
+    pub net Model1(x: tensor<f32[2,3,4]>, y: tensor<f32[1,3,4]>, z: tensor<f32[3,3,4]>) -> tensor<f32[1,3,4]> {
+        let s = seq_empty(f32);
+        let s = insert(s, x);
+        let s = insert(s, y);
+        let s = insert(s, z, 1);
+        at(s, 2)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model2: construct, erase position 1, take position 1.
+    pub net Model2(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>) -> tensor<f32[2,3,4]> {
+        let s = seq_construct(x, y, z);
+        let s = erase(s, 1);
+        at(s, 1)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model2 with its positions given at run time.
+    pub net Model2Run(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>,
+                      pos_erase: tensor<i64[]>, pos_at: tensor<i64[]>) -> tensor<f32[2,3,4]> {
+        let s = seq_construct(x, y, z);
+        let s = erase(s, pos_erase);
+        at(s, pos_at)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model3: negative positions everywhere.
+    pub net Model3(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>) -> tensor<f32[2,3,4]> {
+        let s = seq_construct(x, y, z);
+        let s = erase(s, -3);
+        let s = insert(s, x, -1);
+        at(s, -1)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model3 with its positions given at run time.
+    pub net Model3Run(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>,
+                      pos_erase: tensor<i64[]>, pos_insert: tensor<i64[]>, pos_at: tensor<i64[]>) -> tensor<f32[2,3,4]> {
+        let s = seq_construct(x, y, z);
+        let s = erase(s, pos_erase);
+        let s = insert(s, x, pos_insert);
+        at(s, pos_at)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model4: concatenation along axis 1.
+    pub net Model4(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>) -> tensor<f32[2,9,4]> {
+        concat_from_seq(seq_construct(x, y, z), axis = 1)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model5: stacking along a new last axis.
+    pub net Model5(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>) -> tensor<f32[2,3,4,3]> {
+        concat_from_seq(seq_construct(x, y, z), axis = -1, new_axis = true)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model6: the length of a split into pieces of size 1 along the last axis.
+    pub net Model6(x: tensor<f32[2,3,4]>) -> tensor<i64[]> {
+        len(split_to_seq(x, axis = -1))
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model7: split along axis 0 without keeping it, take position 1 (f64).
+    pub net Model7(x: tensor<f64[2,3,4]>) -> tensor<f64[3,4]> {
+        let s = split_to_seq(x, axis = 0, keepdims = false);
+        at(s, 1)
+    }
+}
+
+kiln::network! {
+    /// test_sequence_model7 with the position given at run time.
+    pub net Model7Run(x: tensor<f64[2,3,4]>, pos_at: tensor<i64[]>) -> tensor<f64[3,4]> {
+        let s = split_to_seq(x, axis = 0, keepdims = false);
+        at(s, pos_at)
+    }
+}
+
+fn f32s(model: usize, name: &str) -> (Vec<f32>, Vec<usize>) {
+    tensor_of::<f32>(&format!("sequences/model{model}.safetensors"), name)
+}
+
+fn i64s(model: usize, name: &str) -> i64 {
+    tensor_of::<i64>(&format!("sequences/model{model}.safetensors"), name).0[0]
+}
+
+fn xyz(model: usize) -> [Vec<f32>; 3] {
+    ["X", "Y", "Z"].map(|n| f32s(model, n).0)
+}
+
+#[test]
+fn model1_matches_onnx() {
+    let [x, y, z] = xyz(1);
+    assert_eq!(
+        (i64s(1, "pos"), i64s(1, "pos_at")),
+        (1, 2),
+        "the DSL writes these positions"
+    );
+    let mut m = Model1::new();
+    let out = m.run(&x, &y, &z).unwrap();
+    let (want, shape) = f32s(1, "out");
+    assert_eq!(out.shape(), shape.as_slice());
+    assert_close(&out, &want);
+}
+
+#[test]
+fn model2_matches_onnx() {
+    let [x, y, z] = xyz(2);
+    assert_eq!((i64s(2, "pos_erase"), i64s(2, "pos_at")), (1, 1));
+    let (want, _) = f32s(2, "out");
+    assert_close(&Model2::new().run(&x, &y, &z).unwrap(), &want);
+}
+
+#[test]
+fn model2_with_run_time_positions_matches_onnx() {
+    let [x, y, z] = xyz(2);
+    let (pe, pa) = ([i64s(2, "pos_erase")], [i64s(2, "pos_at")]);
+    let (want, _) = f32s(2, "out");
+    assert_close(&Model2Run::new().run(&x, &y, &z, &pe, &pa).unwrap(), &want);
+}
+
+#[test]
+fn model3_matches_onnx() {
+    let [x, y, z] = xyz(3);
+    assert_eq!(
+        (
+            i64s(3, "pos_erase"),
+            i64s(3, "pos_insert"),
+            i64s(3, "pos_at")
+        ),
+        (-3, -1, -1)
+    );
+    let (want, _) = f32s(3, "out");
+    assert_close(&Model3::new().run(&x, &y, &z).unwrap(), &want);
+}
+
+#[test]
+fn model3_with_run_time_positions_matches_onnx() {
+    let [x, y, z] = xyz(3);
+    let p = |n| [i64s(3, n)];
+    let (want, _) = f32s(3, "out");
+    let mut m = Model3Run::new();
+    let out = m.run(&x, &y, &z, &p("pos_erase"), &p("pos_insert"), &p("pos_at"));
+    assert_close(&out.unwrap(), &want);
+}
+
+#[test]
+fn model4_matches_onnx() {
+    let [x, y, z] = xyz(4);
+    let (want, shape) = f32s(4, "out");
+    let mut m = Model4::new();
+    let out = m.run(&x, &y, &z).unwrap();
+    assert_eq!(out.shape(), shape.as_slice());
+    assert_close(&out, &want);
+}
+
+#[test]
+fn model5_matches_onnx() {
+    let [x, y, z] = xyz(5);
+    let (want, shape) = f32s(5, "out");
+    let mut m = Model5::new();
+    let out = m.run(&x, &y, &z).unwrap();
+    assert_eq!(out.shape(), shape.as_slice());
+    assert_close(&out, &want);
+}
+
+#[test]
+fn model6_matches_onnx() {
+    let (x, _) = f32s(6, "X");
+    let mut m = Model6::new();
+    assert_eq!(m.run(&x).unwrap()[..], [i64s(6, "len")]);
+}
+
+#[test]
+fn model7_matches_onnx() {
+    let (x, _) = tensor_of::<f64>("sequences/model7.safetensors", "X");
+    let (want, shape) = tensor_of::<f64>("sequences/model7.safetensors", "out");
+    assert_eq!(i64s(7, "pos_at"), 1);
+    let mut m = Model7::new();
+    let out = m.run(&x).unwrap();
+    assert_eq!(out.shape(), shape.as_slice());
+    assert_eq!(out[..], want[..]);
+    let mut m = Model7Run::new();
+    assert_eq!(m.run(&x, &[1i64]).unwrap()[..], want[..]);
+}
+
+/// Python-style positions given at run time: every one in range picks what Python's list
+/// would, every one out of range is `Err(SeqPosition)` naming the op.
+#[test]
+fn run_time_positions_follow_python_lists() {
+    let [x, y, z] = xyz(2);
+    let mut m = Model2Run::new();
+    for pe in -3i64..3 {
+        for pa in -2i64..2 {
+            let mut list = vec![&x, &y, &z];
+            list.remove(pe.rem_euclid(3) as usize);
+            let want = list[pa.rem_euclid(2) as usize];
+            let out = m.run(&x, &y, &z, &[pe], &[pa]).unwrap();
+            assert_close(&out, want);
+        }
+    }
+}
+
+#[test]
+fn run_time_erase_out_of_range_is_an_error() {
+    let [x, y, z] = xyz(2);
+    let mut m = Model2Run::new();
+    for bad in [3, -4, i64::MAX, i64::MIN] {
+        match m.run(&x, &y, &z, &[bad], &[0]) {
+            Err(Error::SeqPosition { op, pos, len }) => {
+                assert_eq!((op, pos, len), ("erase", bad, 3))
+            }
+            other => panic!("erase at {bad}: {:?}", other.map(|t| t.to_vec())),
+        }
+    }
+}
+
+#[test]
+fn run_time_at_out_of_range_is_an_error() {
+    let [x, y, z] = xyz(2);
+    let mut m = Model2Run::new();
+    for bad in [2, -3] {
+        let err = m.run(&x, &y, &z, &[0], &[bad]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SeqPosition {
+                    op: "at",
+                    len: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("valid positions are -2 to 1"),
+            "{err}"
+        );
+    }
+    let (x7, _) = tensor_of::<f64>("sequences/model7.safetensors", "X");
+    let mut m7 = Model7Run::new();
+    assert!(matches!(
+        m7.run(&x7, &[2i64]),
+        Err(Error::SeqPosition {
+            op: "at",
+            len: 2,
+            ..
+        })
+    ));
+    assert_eq!(m7.run(&x7, &[-2i64]).unwrap()[..], x7[..12]);
+}
+
+#[test]
+fn run_time_insert_out_of_range_is_an_error() {
+    let [x, y, z] = xyz(3);
+    let mut m = Model3Run::new();
+    for bad in [3, -4] {
+        let err = m.run(&x, &y, &z, &[0], &[bad], &[0]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SeqPosition {
+                    op: "insert",
+                    len: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+    // Inserting at the end (position len) is allowed, as in Python.
+    let out = m.run(&x, &y, &z, &[0], &[2], &[-1]).unwrap();
+    assert_close(&out, &x);
+}
