@@ -1155,4 +1155,65 @@ mod tests {
         }
         assert!(rejected > 1000, "only {rejected} rejections");
     }
+
+    /// `a = op(x)` @0, `s = seq_construct(a)` @1, `z = op(x)` @2, `y = op(s, z)` @3 (say a
+    /// `concat_from_seq`): `a`'s last own read is @1, but the sequence holding it is read @3.
+    fn escaping(members: &[usize]) -> Problem {
+        let mut y = v("%4 y", 256, 3, &[], own(&[]));
+        y.is_output = true;
+        Problem {
+            steps: 4,
+            values: vec![
+                v("%0 x", 256, 0, &[0, 2], ValueKind::External),
+                v("%1 a", 256, 0, &[1], own(&[])),
+                v(
+                    "%2 s",
+                    0,
+                    1,
+                    &[3],
+                    ValueKind::Seq {
+                        members: members.to_vec(),
+                    },
+                ),
+                v("%3 z", 256, 2, &[3], own(&[])),
+                y,
+            ],
+            scratch: vec![],
+        }
+    }
+
+    /// Escape: the planner keeps a sequence's member alive until the sequence's last use, and
+    /// the verifier rejects a plan that frees it at its own last read (here, one made without
+    /// the membership, which lets `z` take `a`'s bytes while `s` still holds `a`).
+    #[test]
+    fn sequence_members_escape() {
+        let real = escaping(&[1]);
+        let plan = make_plan(&real);
+        verify(&real, &plan).unwrap();
+        let ValuePlacement::Arena(a) = &plan.values[1] else {
+            panic!("a is in the arena")
+        };
+        assert_eq!((a.first, a.last), (0, 3), "{}", plan.render(&real));
+        assert!(plan
+            .render(&real)
+            .contains("sequence, holds %1 a (kept live)"));
+
+        let mut early = make_plan(&escaping(&[]));
+        let (ValuePlacement::Arena(a), ValuePlacement::Arena(z)) =
+            (&early.values[1], &early.values[3])
+        else {
+            panic!("a and z are in the arena")
+        };
+        assert_eq!(a.offset, z.offset, "without escape, z reuses a's bytes");
+        expect_err(&real, &early, "share bytes while both live");
+        // Stretching a's recorded range alone does not help: z still shares its bytes.
+        if let ValuePlacement::Arena(a) = &mut early.values[1] {
+            a.last = 3;
+        }
+        expect_err(&real, &early, "");
+        // A sequence must hold earlier values only.
+        let mut bad = escaping(&[1]);
+        bad.values[2].kind = ValueKind::Seq { members: vec![3] };
+        expect_err(&bad, &make_plan(&bad), "not an earlier value");
+    }
 }
