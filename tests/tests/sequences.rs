@@ -95,6 +95,15 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// test_sequence_model8: the length of a split whose sizes are given at run time. ONNX's
+    /// stored case splits an empty `X` (`[0]`), which kiln cannot declare (sizes are at least
+    /// 1), so `X` has 6 elements here; the length does not depend on them.
+    pub net Model8(x: tensor<f32[6]>, splits: tensor<i64[3]>) -> tensor<i64[]> {
+        len(split_to_seq(x, splits))
+    }
+}
+
 fn f32s(model: usize, name: &str) -> (Vec<f32>, Vec<usize>) {
     tensor_of::<f32>(&format!("sequences/model{model}.safetensors"), name)
 }
@@ -201,6 +210,28 @@ fn model7_matches_onnx() {
     assert_eq!(out[..], want[..]);
     let mut m = Model7Run::new();
     assert_eq!(m.run(&x, &[1i64]).unwrap()[..], want[..]);
+}
+
+#[test]
+fn model8_matches_onnx() {
+    let (splits, shape) = tensor_of::<i64>("sequences/model8.safetensors", "Splits");
+    assert_eq!(
+        (splits.as_slice(), shape.as_slice()),
+        (&[0i64, 0, 0][..], &[3][..])
+    );
+    let want = i64s(8, "len");
+    let x = [1.0f32; 6];
+    let mut m = Model8::new();
+    assert_eq!(m.run(&x, &[1i64, 2, 3]).unwrap()[..], [want]);
+    assert_eq!(m.run(&x, &[6i64, 0, 0]).unwrap()[..], [want]);
+    // Sizes that do not add up to the axis (ONNX's own [0, 0, 0] here, with 6 elements) or are
+    // negative are errors, as for `split`.
+    for bad in [[0i64, 0, 0], [4, 4, -2], [1, 2, 4]] {
+        assert!(
+            matches!(m.run(&x, &bad), Err(Error::SplitSizes { dim: 6, .. })),
+            "{bad:?}"
+        );
+    }
 }
 
 /// Python-style positions given at run time: every one in range picks what Python's list

@@ -12,7 +12,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 use super::{rust_type, Loc, Model};
-use crate::ir::{DType, Elem, OpKind, Pos, ValueId};
+use crate::ir::{DType, Elem, OpKind, Pos, SeqSplit, ValueId};
 use crate::plan::ValuePlacement;
 
 impl Model<'_> {
@@ -91,6 +91,27 @@ impl Model<'_> {
                         let ([], [out]) = ::kiln::__private::io(&mut *__arena, [], [#o0..#o1]);
                         #view
                         out[0] = #len;
+                    }
+                }
+            }
+            OpKind::SplitToSeq {
+                axis,
+                split: SeqSplit::Run,
+                ..
+            } => {
+                // Only the length is used: check the sizes add up, as ONNX requires.
+                let Some(s) = g.seq(out) else {
+                    unreachable!("inference typed the sequence")
+                };
+                let n = s.len;
+                let dim = g.shape(op.args[0]).dims[*axis as usize];
+                let mut reads = Vec::new();
+                let sizes = self.read(op.args[1], &mut reads);
+                let ids: Vec<_> = (0..reads.len()).map(|j| format_ident!("r{}", j)).collect();
+                quote! {
+                    {
+                        let ([#(#ids),*], []) = ::kiln::__private::io(&mut *__arena, [#(#reads),*], []);
+                        ::kiln::__private::split_sizes::<#n>(#sizes, #dim)?;
                     }
                 }
             }

@@ -1438,8 +1438,13 @@ impl Builder<'_> {
                 let axis = a.int(self, "axis")?.unwrap_or(0);
                 let keepdims = a.bool(self, "keepdims", true)?;
                 let decl = a.peek_positional(0).map(|v| self.spans.at(v.span()));
+                let mut args = vec![x];
                 let split = match a.take_positional() {
                     None => SeqSplit::Ones,
+                    Some(Value::Expr(e)) => {
+                        args.push(self.expr(&e)?);
+                        SeqSplit::Run
+                    }
                     Some(Value::Int(n)) if n.value > 0 => SeqSplit::Chunk(n.value),
                     Some(Value::List(items, at)) => {
                         match items.iter().map(|&s| usize::try_from(s).ok()).collect() {
@@ -1460,7 +1465,7 @@ impl Builder<'_> {
                     split,
                     keepdims,
                 };
-                self.add_op(kind, vec![x], span, &spans[..1], decl)
+                self.add_op(kind, args, span, &spans, decl)
             }
             _ => {
                 let s = self.inputs::<1>(a, span)?[0];

@@ -24,6 +24,7 @@ impl Infer<'_, '_> {
                     elems: vec![],
                     len: 0,
                     run_order: false,
+                    run_sizes: false,
                 };
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
@@ -48,6 +49,7 @@ impl Infer<'_, '_> {
                     len: elems.len(),
                     elems,
                     run_order: false,
+                    run_sizes: false,
                 };
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
@@ -164,6 +166,21 @@ impl Infer<'_, '_> {
                 let a = self.axis(*axis, &x, name, op.loc)?;
                 *axis = a as i64;
                 let d = x.dims[a];
+                if *split == SeqSplit::Run {
+                    let sizes = self.tensor_arg(op, 1)?;
+                    if sizes.dtype != DType::I64 || sizes.rank() != 1 {
+                        self.error(op.arg_loc(1), format!("split_to_seq: run-time sizes are a 1-D i64 tensor, like `tensor<i64[3]>`, not {sizes}"));
+                        return None;
+                    }
+                    let s = SeqVal {
+                        dtype: x.dtype,
+                        elems: vec![],
+                        len: sizes.dims[0],
+                        run_order: false,
+                        run_sizes: true,
+                    };
+                    return Some((kind.clone(), placeholder(s.dtype), Some(s)));
+                }
                 let sizes: Vec<usize> = match split {
                     SeqSplit::Ones => vec![1; d],
                     SeqSplit::Chunk(c) => {
@@ -171,6 +188,7 @@ impl Infer<'_, '_> {
                         (0..d.div_ceil(c)).map(|k| c.min(d - k * c)).collect()
                     }
                     SeqSplit::Sizes(sizes) => sizes.clone(),
+                    SeqSplit::Run => unreachable!("returned above"),
                 };
                 let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
                 if total != Some(d) || sizes.contains(&0) {
@@ -214,6 +232,7 @@ impl Infer<'_, '_> {
                     len: elems.len(),
                     elems,
                     run_order: false,
+                    run_sizes: false,
                 };
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
@@ -271,6 +290,11 @@ impl Infer<'_, '_> {
     fn seq_arg(&mut self, op: &Op, i: usize) -> Option<SeqVal> {
         let v = op.args[i];
         if let Some(s) = &self.seqs[v.index()] {
+            if s.run_sizes && op.kind != OpKind::SeqLen {
+                let name = op.kind.name();
+                self.error(op.arg_loc(i), format!("{name}: the elements of `{}` have sizes decided at run time (split_to_seq with run-time sizes); only `len` reads such a sequence for now", self.name_of(v)));
+                return None;
+            }
             return Some(s.clone());
         }
         let shape = self.shape(v)?.clone();

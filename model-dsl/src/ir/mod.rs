@@ -379,6 +379,10 @@ pub enum SeqSplit {
     Chunk(usize),
     /// These sizes, adding up to the axis (ONNX 1-D `split`).
     Sizes(Vec<usize>),
+    /// Sizes given at run time as the op's second argument (an i64 tensor of `n` entries,
+    /// checked to add up: `Err(SplitSizes)` otherwise): `n` elements whose sizes are known
+    /// only at run time, so only `len` may read the sequence (for now).
+    Run,
 }
 
 /// One element of a sequence: `shape`'s worth of bytes at element `offset` of `base`'s data
@@ -412,6 +416,9 @@ pub struct SeqVal {
     pub len: usize,
     /// The order is decided at run time (`elems` are candidates).
     pub run_order: bool,
+    /// The elements' sizes are decided at run time (a `split_to_seq` with run-time sizes):
+    /// `elems` is empty and only the length is known.
+    pub run_sizes: bool,
 }
 
 impl SeqVal {
@@ -550,7 +557,8 @@ impl OpKind {
             OpKind::SeqEmpty(_) => 0,
             OpKind::SeqInsert { at } => 2 + usize::from(*at == Pos::Run),
             OpKind::SeqErase { at } | OpKind::SeqAt { at } => 1 + usize::from(*at == Pos::Run),
-            OpKind::SeqLen | OpKind::SplitToSeq { .. } | OpKind::ConcatFromSeq { .. } => 1,
+            OpKind::SplitToSeq { split, .. } => 1 + usize::from(*split == SeqSplit::Run),
+            OpKind::SeqLen | OpKind::ConcatFromSeq { .. } => 1,
             OpKind::Constant(_) => 0,
             OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),
             OpKind::SplitDyn { parts, .. } => return (Some(2), *parts),

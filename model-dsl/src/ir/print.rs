@@ -252,6 +252,7 @@ impl fmt::Display for Attrs<'_> {
                     super::SeqSplit::Ones => items.push(format!("keepdims={keepdims}")),
                     super::SeqSplit::Chunk(c) => items.push(format!("chunk={c}")),
                     super::SeqSplit::Sizes(s) => items.push(format!("sizes={s:?}")),
+                    super::SeqSplit::Run => items.push("sizes=run".to_string()),
                 }
             }
             OpKind::ConcatFromSeq { axis, new_axis } => {
