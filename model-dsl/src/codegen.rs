@@ -212,7 +212,7 @@ impl Model<'_> {
         if dynamic {
             return self.dyn_op(i);
         }
-        if op.kind.is_alias() {
+        if op.kind.is_alias() || self.planned.free.concats.contains(&op.result()) {
             return TokenStream::new();
         }
         if op.kind.is_seq() {

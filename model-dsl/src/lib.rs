@@ -152,8 +152,16 @@ pub fn compile(
                 &ir::print::print(&graph),
             ));
         }
-        let planned = layout::problem(&graph);
-        let plan = plan::plan(&planned.problem);
+        // Free concatenations when they make the arena no larger (ties: fewer copies).
+        let mut planned = layout::problem(&graph);
+        let mut plan = plan::plan(&planned.problem);
+        if !planned.free.concats.is_empty() {
+            let copying = layout::problem_copying(&graph);
+            let alt = plan::plan(&copying.problem);
+            if alt.arena_bytes < plan.arena_bytes {
+                (planned, plan) = (copying, alt);
+            }
+        }
         if let Err(msg) = verify::verify(&planned.problem, &plan) {
             return Err(internal_error(&msg, &plan.render(&planned.problem)));
         }

@@ -358,7 +358,8 @@ fn sequence_chain_plan_copies_nothing() {
         "{plan}"
     );
     // Escape: `b` is read directly only by seq_construct (step 3) but held until `erase`
-    // (step 5) drops it; `a` is viewed by `at` and then overwritten in place by the add.
+    // (step 5) drops it; `a` is held, then viewed by `at` and read by the add (step 7); the
+    // add overwrites `c` in place (never a member view, which sits inside another buffer).
     let live = |name: &str| {
         let line = plan.lines().find(|l| l.contains(name)).unwrap();
         line.split_whitespace()
@@ -385,4 +386,65 @@ fn sequence_chain_computes_python_list_semantics() {
     // s = [a, b]; insert c at 0 -> [c, a, b]; erase -1 -> [c, a]; at 1 -> a = relu(x).
     let want: Vec<f32> = x.iter().map(|&v| v.max(0.0) + v.tanh()).collect();
     assert_close(&out, &want);
+}
+
+kiln::network! {
+    /// concat_from_seq, stacking and the ordinary concat on parts the network computes: the
+    /// producers write straight into the concatenated buffer.
+    pub net FreeConcat(x: tensor<f32[2,8]>, y: tensor<f32[3,8]>, z: tensor<f32[2,8]>)
+        -> (tensor<f32[5,8]>, tensor<f32[2,2,8]>, tensor<f32[4,8]>)
+    {
+        let a = relu(x);
+        let b = tanh(y);
+        let c = concat_from_seq(seq_construct(a, b), axis = 0);
+        let d = sigmoid(x);
+        let e = neg(z);
+        let f = concat_from_seq(seq_construct(d, e), axis = 0, new_axis = true);
+        let g = exp(x);
+        let h = abs(z);
+        (c, f, concat(g, h, axis = 0))
+    }
+}
+
+/// All three concatenations are free: their parts are members of their buffers, the results
+/// aliases of them, and no op copies.
+#[test]
+fn concatenations_of_computed_parts_are_free() {
+    let plan = FreeConcat::PLAN;
+    for part in ["%3 a", "%4 b", "%7 d", "%8 e", "%11 g", "%12 h"] {
+        let line = plan
+            .lines()
+            .find(|l| l.contains(&format!("{part} = ")))
+            .unwrap();
+        assert!(line.contains("member at byte"), "{part}: {plan}");
+    }
+    assert_eq!(plan.matches("alias of %").count(), 3, "{plan}");
+    // Without copies the arena holds just the three results (160, 128 and 128 bytes).
+    assert_eq!(FreeConcat::ARENA_BYTES, 192 + 128 + 128, "{plan}");
+
+    let x: Vec<f32> = (0..16).map(|i| i as f32 / 4.0 - 2.0).collect();
+    let y: Vec<f32> = (0..24).map(|i| i as f32 / 6.0 - 2.0).collect();
+    let z: Vec<f32> = (0..16).map(|i| 1.5 - i as f32 / 5.0).collect();
+    let mut m = FreeConcat::new();
+    let (c, f, cat) = m.run(&x, &y, &z).unwrap();
+    let want_c: Vec<f32> = x
+        .iter()
+        .map(|v| v.max(0.0))
+        .chain(y.iter().map(|v| v.tanh()))
+        .collect();
+    let want_f: Vec<f32> = x
+        .iter()
+        .map(|v| 1.0 / (1.0 + (-v).exp()))
+        .chain(z.iter().map(|v| -v))
+        .collect();
+    let want_cat: Vec<f32> = x
+        .iter()
+        .map(|v| v.exp())
+        .chain(z.iter().map(|v| v.abs()))
+        .collect();
+    assert_eq!(c.shape(), [5, 8]);
+    assert_eq!(f.shape(), [2, 2, 8]);
+    assert_close(&c, &want_c);
+    assert_close(&f, &want_f);
+    assert_close(&cat, &want_cat);
 }
