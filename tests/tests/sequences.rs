@@ -368,9 +368,9 @@ fn sequence_chain_plan_copies_nothing() {
             .collect::<String>()
     };
     assert_eq!(live("%3 b = "), "[1,5]", "{plan}");
-    assert_eq!(live("%4 c = "), "[2,7]", "{plan}");
+    assert_eq!(live("%2 a = "), "[0,7]", "{plan}");
     assert!(
-        plan.contains("in-place, storage of %2 a = activation, output"),
+        plan.contains("in-place, storage of %4 c = activation, output"),
         "{plan}"
     );
     // a, b and c are all live while the sequences hold them: three 128-byte tensors.
