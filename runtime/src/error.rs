@@ -130,6 +130,14 @@ pub enum Error {
         /// The sequence's length; valid positions are `-len..len` (`-len..=len` for `insert`).
         len: usize,
     },
+    /// Bytes given as a saved sequence are not one: not a safetensors file, elements missing
+    /// or not numbered `<name>.0`, `<name>.1`, ..., or of another dtype than asked for.
+    SeqFile {
+        /// The sequence's name in the file.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The sizes given to a `split` at run time are negative or do not add up to the axis.
     SplitSizes {
         /// The sizes given.
@@ -271,7 +279,10 @@ impl fmt::Display for Error {
                 -(*len as i128),
                 *len as i128 - 1
             ),
-Error::SeqPosition { op, pos, len } => {
+Error::SeqFile { name, reason } => {
+                write!(f, "the sequence `{name}` cannot be read from these bytes: {reason}")
+            }
+            Error::SeqPosition { op, pos, len } => {
                 let hi = *len as i128 - i128::from(*op != "insert");
                 write!(
                     f,

@@ -22,6 +22,7 @@ pub use kiln_kernels as kernels;
 
 pub use arena::Arena;
 pub use error::Error;
+pub use seq::{Seq, SeqBuf};
 pub use tensor::{AsInput, Scalar, Tensor};
 
 /// The instruction set whose kernels models use on this machine: the strongest one the CPU

@@ -4,7 +4,7 @@
 //! (as the models' initializers are) and given at run time as `i64` inputs; negative positions;
 //! run-time positions out of range (`Err`, never a panic); and the plans (no copies, membership).
 
-use kiln::Error;
+use kiln::{Error, Tensor};
 use kiln_tests::{assert_close, tensor_of};
 
 kiln::network! {
@@ -447,4 +447,95 @@ fn concatenations_of_computed_parts_are_free() {
     assert_close(&c, &want_c);
     assert_close(&f, &want_f);
     assert_close(&cat, &want_cat);
+}
+
+/// A sequence saved as one safetensors file (`<name>.0`, `<name>.1`, ...) reads back equal,
+/// and the file is what the `safetensors` crate itself reads.
+#[test]
+fn sequence_saves_and_loads_as_safetensors() {
+    let a = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let b = [7.0f32, -8.5];
+    let seq = kiln::Seq::new([Tensor::new(&a, &[2, 3]), Tensor::new(&b, &[2])]);
+    let bytes = seq.to_safetensors("hidden").unwrap();
+
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names = st.names();
+    names.sort();
+    assert_eq!(names, ["hidden.0", "hidden.1"]);
+    let t1 = st.tensor("hidden.1").unwrap();
+    assert_eq!(
+        (t1.dtype(), t1.shape()),
+        (safetensors::Dtype::F32, &[2][..])
+    );
+    assert_eq!(
+        t1.data(),
+        [7.0f32.to_le_bytes(), (-8.5f32).to_le_bytes()].concat()
+    );
+
+    let back = kiln::SeqBuf::<f32>::from_safetensors(&bytes, "hidden").unwrap();
+    assert_eq!(back.len(), 2);
+    assert_eq!(back.at(0).unwrap().shape(), [2, 3]);
+    assert_eq!(back.at(0).unwrap()[..], a);
+    assert_eq!(back.at(-1).unwrap()[..], b);
+    assert!(back.at(2).is_none() && back.at(-3).is_none());
+    assert_eq!(back.to_safetensors("hidden").unwrap(), bytes);
+    // Other tensors in the file are not part of the sequence.
+    assert!(kiln::SeqBuf::<f32>::from_safetensors(&bytes, "other")
+        .unwrap()
+        .is_empty());
+
+    let ids = [3i64, -1, 7];
+    let seq = kiln::Seq::new([Tensor::new(&ids, &[3])]);
+    let back = kiln::SeqBuf::<i64>::from_safetensors(&seq.to_safetensors("ids").unwrap(), "ids");
+    assert_eq!(back.unwrap().at(0).unwrap()[..], ids);
+}
+
+#[test]
+fn malformed_sequence_files_are_errors() {
+    let a = [1.0f32, 2.0];
+    let good = kiln::Seq::new([Tensor::new(&a, &[2]), Tensor::new(&a, &[1, 2])])
+        .to_safetensors("s")
+        .unwrap();
+    let is_seq_err = |bytes: &[u8], name: &str| -> String {
+        match kiln::SeqBuf::<f32>::from_safetensors(bytes, name) {
+            Err(e @ Error::SeqFile { .. }) => e.to_string(),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    // Every truncation, and garbage.
+    for n in 0..good.len() {
+        is_seq_err(&good[..n], "s");
+    }
+    is_seq_err(&[0xff; 64], "s");
+    // The wrong dtype.
+    let err = match kiln::SeqBuf::<f64>::from_safetensors(&good, "s") {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("f32 read as f64"),
+    };
+    assert!(err.contains("F32") && err.contains("f64"), "{err}");
+    // A gap in the numbering, and names that are not numbers.
+    let gap = [("s.0", &a[..]), ("s.2", &a[..])];
+    let odd = [("s.0", &a[..]), ("s.01", &a[..])];
+    let word = [("s.first", &a[..])];
+    for (tensors, want) in [
+        (&gap[..], "`s.1` is missing"),
+        (&odd[..], "`s.01` is not numbered"),
+        (&word[..], "`s.first` is not numbered"),
+    ] {
+        let views: Vec<_> = tensors
+            .iter()
+            .map(|(k, d)| {
+                let v = safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    vec![d.len()],
+                    bytemuck::cast_slice(d),
+                )
+                .unwrap();
+                (*k, v)
+            })
+            .collect();
+        let bytes = safetensors::serialize(views, None).unwrap();
+        let err = is_seq_err(&bytes, "s");
+        assert!(err.contains(want), "{err}");
+    }
 }
