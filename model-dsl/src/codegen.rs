@@ -1180,7 +1180,19 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             quote! { ::kiln::__private::Tensor<'a, #t> }
         }
     };
-    let out_tys: Vec<TokenStream> = m.graph.outputs.iter().map(|o| tensor_ty(o.value)).collect();
+    let out_tys: Vec<TokenStream> = m
+        .graph
+        .outputs
+        .iter()
+        .map(|o| match m.graph.seq(o.value) {
+            Some(s) => {
+                let t = rust_type(s.dtype);
+                let n = s.len;
+                quote! { ::kiln::__private::Seq<'a, #t, #n> }
+            }
+            None => tensor_ty(o.value),
+        })
+        .collect();
     let out_ty = if out_tys.len() == 1 {
         out_tys[0].clone()
     } else {
@@ -1208,6 +1220,9 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 .outputs
                 .iter()
                 .map(|o| {
+                    if m.graph.seq(o.value).is_some() {
+                        return m.seq_output(o.value);
+                    }
                     let s = m.graph.shape(o.value);
                     if s.is_dynamic() {
                         let root = format_ident!("__dyn{}", m.dyn_index(m.graph.alias_root(o.value)));

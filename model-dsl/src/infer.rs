@@ -98,7 +98,16 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
             continue;
         };
         if let Some(s) = &cx.seqs[o.value.index()] {
-            let msg = format!("this output is a sequence ({}); return its elements with `at(s, i)` or `concat_from_seq`", s.type_text());
+            if !o.seq {
+                let msg = format!("this output is a sequence ({}); declare it `seq<...>`, or return its elements with `at(s, i)` or `concat_from_seq`", s.type_text());
+                cx.error(o.ty_loc, msg);
+            } else if let Some(msg) = seq_output_mismatch(&o.ty, s, binding) {
+                cx.error(o.ty_loc, msg);
+            }
+            continue;
+        }
+        if o.seq {
+            let msg = format!("output type is a sequence but the network computes {actual}; make one with `seq_construct(...)`");
             cx.error(o.ty_loc, msg);
             continue;
         }
@@ -154,6 +163,10 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
     // squeeze, a transpose that moves nothing) gets copied there.
     for i in 0..typed.outputs.len() {
         let (v, at) = (typed.outputs[i].value, typed.outputs[i].ty_loc);
+        if typed.outputs[i].seq {
+            typed.outputs[i].value = seq_output(&mut typed, v, at);
+            continue;
+        }
         if typed.is_external(v) {
             let shape = typed.shape(v).clone();
             let copy = typed.add_op(OpKind::Copy, vec![v], 1, at, vec![at], None)[0];
@@ -163,6 +176,81 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         }
     }
     Some(typed)
+}
+
+/// Why a returned sequence does not have its declared type, if it does not: the element dtype,
+/// each declared size against the element super type's (`?` matches anything), and the order
+/// must be known at compile time.
+fn seq_output_mismatch(
+    ty: &crate::ir::TensorType,
+    s: &SeqVal,
+    binding: &[usize],
+) -> Option<String> {
+    if s.run_order || s.run_sizes {
+        return Some(format!("this output is a sequence whose order or sizes are decided at run time ({}); a returned sequence needs them at compile time", s.type_text()));
+    }
+    let sup = s.super_dims();
+    let fits = ty.dtype == s.dtype
+        && match &sup {
+            None => s.elems.is_empty(),
+            Some(d) => {
+                d.len() == ty.dims.len()
+                    && ty.dims.iter().zip(d).all(|(want, got)| match want {
+                        crate::ir::Dim::Any => true,
+                        crate::ir::Dim::Known(n) => *got == Some(*n),
+                        crate::ir::Dim::Sym(k) => binding.get(k.index()).copied() == *got,
+                    })
+            }
+        };
+    (!fits).then(|| {
+        let dims: Vec<String> = ty
+            .dims
+            .iter()
+            .map(|d| match d {
+                crate::ir::Dim::Known(n) => n.to_string(),
+                _ => "?".to_string(),
+            })
+            .collect();
+        format!(
+            "output type is seq<tensor<{}[{}]>> but the network computes {}",
+            ty.dtype,
+            dims.join(","),
+            s.type_text()
+        )
+    })
+}
+
+/// A returned sequence as a fresh `seq_construct` of whole tensors in the arena (the caller
+/// borrows them): each element is taken with `at` (a view) and copied when it is an input's
+/// bytes. Returns the new output value.
+fn seq_output(g: &mut Graph, v: ValueId, at: Loc) -> ValueId {
+    let Some(s) = g.seq(v).cloned().filter(|s| !s.elems.is_empty()) else {
+        return v;
+    };
+    let mut elems = Vec::with_capacity(s.len);
+    for (j, e) in s.elems.iter().enumerate() {
+        let kind = OpKind::SeqAt {
+            at: crate::ir::Pos::Static(j as i64),
+        };
+        let mut x = g.add_op(kind, vec![v], 1, at, vec![at], None)[0];
+        g.types.push(e.shape.clone());
+        g.seqs.push(None);
+        if g.is_external(x) {
+            x = g.add_op(OpKind::Copy, vec![x], 1, at, vec![at], None)[0];
+            g.types.push(e.shape.clone());
+            g.seqs.push(None);
+        }
+        elems.push(crate::ir::Elem {
+            base: x,
+            offset: 0,
+            shape: e.shape.clone(),
+        });
+    }
+    let args = elems.iter().map(|e| e.base).collect();
+    let out = g.add_op(OpKind::SeqConstruct, args, 1, at, vec![], None)[0];
+    g.types.push(Shape::tensor(s.dtype, vec![]));
+    g.seqs.push(Some(SeqVal { elems, ..s }));
+    out
 }
 
 struct Infer<'a, 'e> {

@@ -127,6 +127,8 @@ pub struct TypeExpr {
     pub dtype: Dtype,
     pub spatial: Option<Vec<Num>>,
     pub batch: Option<Num>,
+    /// `seq<...>` around it: a sequence of tensors of this type (outputs only, for now).
+    pub seq: bool,
     /// The first token (`fm`/`vec`) and the last (`>`): errors about the whole type underline
     /// the range (`Span::join` is not available to proc macros on stable).
     pub span: Span,
@@ -634,6 +636,18 @@ impl Parse for TypeExpr {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let head: Ident = input.parse()?;
         let kind = match head.to_string().as_str() {
+            "seq" => {
+                input.parse::<Token![<]>()?;
+                let mut inner: TypeExpr = input.parse()?;
+                if inner.seq {
+                    return Err(inner.error("sequences do not nest"));
+                }
+                let close = input.parse::<Token![>]>()?;
+                inner.seq = true;
+                inner.span = head.span();
+                inner.end = close.span;
+                return Ok(inner);
+            }
             "fm" => TypeKind::Fm,
             "vec" => TypeKind::Vec,
             "tensor" => return parse_tensor_type(head, input),
@@ -691,6 +705,7 @@ impl Parse for TypeExpr {
         }
         let close = input.parse::<Token![>]>()?;
         Ok(TypeExpr {
+            seq: false,
             kind,
             layout,
             dims: Vec::new(),
@@ -801,6 +816,7 @@ fn parse_tensor_type(head: Ident, input: ParseStream) -> syn::Result<TypeExpr> {
     }
     let close = input.parse::<Token![>]>()?;
     Ok(TypeExpr {
+        seq: false,
         kind: TypeKind::Tensor,
         layout: None,
         dims,

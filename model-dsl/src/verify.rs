@@ -208,9 +208,7 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
             }
         }
     }
-    let mut live: Vec<bool> = (0..n)
-        .map(|i| owner[i].is_some() && values[i].is_output)
-        .collect();
+    let mut live: Vec<bool> = (0..n).map(|i| tracked(i) && values[i].is_output).collect();
     let mut range: Vec<Option<(usize, usize)>> = vec![None; n];
     let hold = |live: &mut [bool]| {
         for (i, v) in values.iter().enumerate() {

@@ -4,8 +4,43 @@
 //! (as the models' initializers are) and given at run time as `i64` inputs; negative positions;
 //! run-time positions out of range (`Err`, never a panic); and the plans (no copies, membership).
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
 use kiln::{Error, Tensor};
 use kiln_tests::{assert_close, tensor_of};
+
+thread_local! {
+    /// Allocations made by this thread (tests run on threads of their own).
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+struct Counting;
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts them.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above, for `dealloc`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: as above, for `realloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
 
 kiln::network! {
     /// test_sequence_model1: an empty sequence, two inserts at the end, one at position 1.
@@ -101,6 +136,16 @@ kiln::network! {
     /// 1), so `X` has 6 elements here; the length does not depend on them.
     pub net Model8(x: tensor<f32[6]>, splits: tensor<i64[3]>) -> tensor<i64[]> {
         len(split_to_seq(x, splits))
+    }
+}
+
+kiln::network! {
+    /// Returns a sequence: two pieces of a computed tensor (views, no copy) and an input
+    /// inserted in front (copied into the arena, which the caller borrows).
+    pub net SeqOut(x: tensor<f32[2,3,4]>, y: tensor<f32[3,4]>) -> (seq<tensor<f32[?,4]>>, tensor<i64[]>) {
+        let s = split_to_seq(relu(x), axis = 0, keepdims = false);
+        let s = insert(s, y, 0);
+        (s, len(s))
     }
 }
 
@@ -538,4 +583,41 @@ fn malformed_sequence_files_are_errors() {
         let err = is_seq_err(&bytes, "s");
         assert!(err.contains(want), "{err}");
     }
+}
+
+/// A model returning a sequence gives a `kiln::Seq` borrowing its arena, without allocating
+/// per run; the sequence saves and loads back.
+#[test]
+fn sequences_are_returned_without_allocating() {
+    let x: Vec<f32> = (0..24).map(|i| i as f32 - 11.5).collect();
+    let y: Vec<f32> = (0..12).map(|i| i as f32 * 0.5).collect();
+    let mut m = SeqOut::new();
+    let (s, n) = m.run(&x, &y).unwrap();
+    assert_eq!((s.len(), n[0]), (3, 3));
+    let relu: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+    assert_eq!(s.at(0).unwrap()[..], y[..]);
+    assert_eq!(s.at(1).unwrap()[..], relu[..12]);
+    assert_eq!(s.at(-1).unwrap()[..], relu[12..]);
+    assert_eq!(s.at(2).unwrap().shape(), [3, 4]);
+    assert!(s.at(3).is_none());
+    let bytes = s.to_safetensors("s").unwrap();
+    let back = kiln::SeqBuf::<f32>::from_safetensors(&bytes, "s").unwrap();
+    assert_eq!(
+        back.iter().collect::<Vec<_>>(),
+        s.iter().collect::<Vec<_>>()
+    );
+
+    let before = allocations();
+    for _ in 0..3 {
+        let (s, _) = m.run(&x, &y).unwrap();
+        assert_eq!(s.at(0).unwrap()[..], y[..]);
+    }
+    assert_eq!(allocations(), before, "runs allocated");
+    // The input element is copied into the arena, the pieces are views of relu's result.
+    assert!(SeqOut::PLAN.contains("= copy"), "{}", SeqOut::PLAN);
+    assert!(
+        SeqOut::PLAN.contains("member at byte 48"),
+        "{}",
+        SeqOut::PLAN
+    );
 }

@@ -188,6 +188,23 @@ impl Model<'_> {
         }
     }
 
+    /// A returned sequence: a `kiln::Seq` of its elements, borrowed from the arena (inference
+    /// made each element a whole arena tensor).
+    pub(super) fn seq_output(&self, v: ValueId) -> TokenStream {
+        let Some(s) = self.graph.seq(v) else {
+            unreachable!("only sequences come here")
+        };
+        let elems = s.elems.iter().map(|e| {
+            let Loc::Arena(a, b) = self.loc(e.base) else {
+                unreachable!("inference copies input-backed elements into the arena")
+            };
+            let data = self.typed(e.base, quote! { &__arena[#a..#b] });
+            let dims = &e.shape.dims;
+            quote! { ::kiln::__private::Tensor::new(#data, &[#(#dims),*]) }
+        });
+        quote! { ::kiln::__private::Seq::new([#(#elems),*]) }
+    }
+
     /// The element offset of `v` in the value that owns its bytes (sequence views add up).
     pub(super) fn view_offset(&self, mut v: ValueId) -> usize {
         let mut at = 0;

@@ -152,6 +152,7 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         param_keys: HashMap::new(),
         symbol_spans: Vec::new(),
         results_wanted: None,
+        seq_type_ok: false,
     };
     for (i, input) in def.inputs.iter().enumerate() {
         let Some(ty) = cx.declared_type(&input.ty, None) else {
@@ -230,6 +231,8 @@ pub(super) struct Builder<'e> {
     symbol_spans: Vec<Span>,
     /// How many names the `let` being lowered binds (for `split` with run-time sizes).
     results_wanted: Option<usize>,
+    /// Whether a `seq<...>` type is allowed where a type is being read (an output's).
+    seq_type_ok: bool,
 }
 
 impl Builder<'_> {
@@ -307,7 +310,9 @@ impl Builder<'_> {
         }
         for (expr, ty) in results.into_iter().zip(&def.outputs) {
             let v = self.expr(expr);
+            self.seq_type_ok = true;
             let declared = self.declared_type(ty, None);
+            self.seq_type_ok = false;
             let (Some(v), Some(declared)) = (v, declared) else {
                 continue;
             };
@@ -316,6 +321,7 @@ impl Builder<'_> {
                 value: v,
                 ty: declared,
                 ty_loc,
+                seq: ty.seq,
             });
         }
         weights_file
@@ -324,6 +330,13 @@ impl Builder<'_> {
     /// Resolves a DSL type. `batch` is the batch to use when the type gives none (for
     /// `reshape`, the input's, filled in by inference); model inputs and outputs default to 1.
     fn declared_type(&mut self, ty: &TypeExpr, batch: Option<usize>) -> Option<TensorType> {
+        if ty.seq && !self.seq_type_ok {
+            self.error(
+                ty.span,
+                "a sequence type `seq<...>` is only allowed as a network's output (for now)",
+            );
+            return None;
+        }
         if ty.kind == TypeKind::Tensor {
             let dtype = self.any_dtype(&ty.dtype)?;
             return self.tensor_type(ty, dtype);

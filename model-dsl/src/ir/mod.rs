@@ -662,9 +662,12 @@ pub struct Input {
 #[derive(Clone, Debug)]
 pub struct Output {
     pub value: ValueId,
-    /// The declared type in the signature, and where it is written.
+    /// The declared type in the signature, and where it is written. For a sequence
+    /// (`seq<...>`), the element type.
     pub ty: TensorType,
     pub ty_loc: Loc,
+    /// Declared as a sequence: the model returns a `kiln::Seq` of its elements.
+    pub seq: bool,
 }
 
 #[derive(Clone, Debug, Default)]
