@@ -212,7 +212,10 @@ impl Model<'_> {
         if dynamic {
             return self.dyn_op(i);
         }
-        if op.kind.is_alias() || self.planned.free.concats.contains(&op.result()) {
+        if op.kind.is_alias()
+            || matches!(op.kind, OpKind::View { .. })
+            || self.planned.free.concats.contains(&op.result())
+        {
             return TokenStream::new();
         }
         if op.kind.is_seq() {
@@ -584,6 +587,7 @@ impl Model<'_> {
             | OpKind::SeqLen
             | OpKind::SplitToSeq { .. }
             | OpKind::ConcatFromSeq { .. } => unreachable!("`seq_op` emits these"),
+            OpKind::View { .. } => unreachable!("views return early"),
         };
         quote! {
             {

@@ -139,6 +139,9 @@ pub fn fuse(g: &Graph) -> Graph {
             o.arg_locs.clone(),
             o.decl,
         );
+        if let Some(op) = out.ops.last_mut() {
+            op.in_place = o.in_place;
+        }
         for (old, new) in o.results.iter().zip(results) {
             out.values[new.index()].name = g.values[old.index()].name.clone();
             map[old.index()] = Some(new);

@@ -1061,6 +1061,34 @@ impl Infer<'_, '_> {
             | OpKind::SeqLen
             | OpKind::SplitToSeq { .. }
             | OpKind::ConcatFromSeq { .. } => unreachable!("sequence ops have their own rules"),
+            OpKind::View { ty, offset } => {
+                let offset = *offset;
+                // DeclBuffer's rule: a view fits in its buffer and keeps its element type.
+                let Some(mut out) = ty.bind(self.binding) else {
+                    self.error(decl, "view: the view's sizes must be numbers");
+                    return None;
+                };
+                if out.dtype != x.dtype {
+                    self.error(decl, format!("view: {out} would read {x}'s {} values as {}; a view keeps its buffer's dtype ({}) in kiln", x.dtype, out.dtype, x.dtype));
+                    return None;
+                }
+                let end = offset.checked_add(out.elements());
+                if end.is_none_or(|e| e > x.elements()) {
+                    let name = self.name_of(op.args[0]);
+                    self.error(decl, format!("view: {out} at offset {offset} needs elements {offset}..{} but its buffer `{name}` is {x}, {} elements", end.map_or("overflow".to_string(), |e| e.to_string()), x.elements()));
+                    self.error(
+                        op.arg_loc(0),
+                        format!("view: `{name}` ({x}) is the buffer the view does not fit"),
+                    );
+                    return None;
+                }
+                if !(offset * x.dtype.size()).is_multiple_of(4) {
+                    self.error(decl, format!("view: offset {offset} of {} values does not start on a 4-byte boundary", x.dtype));
+                    return None;
+                }
+                out.kind = Kind::Tensor;
+                return Some((kind, vec![out]));
+            }
             OpKind::Pad { pad, .. } => {
                 self.rank4(x, name, op.loc)?;
                 let [h, w] = x.spatial();

@@ -135,6 +135,11 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
                     }
                 } else if g.is_external(id) {
                     ValueKind::External
+                } else if let OpKind::View { offset, .. } = o.kind {
+                    ValueKind::Member {
+                        of: slot[o.args[0].index()].expect("views view arena values"),
+                        offset: offset * g.shape(id).dtype.size(),
+                    }
                 } else if let Some(e) = g.seq_view(id) {
                     ValueKind::Member {
                         of: slot[e.base.index()].expect("sequence elements are arena values"),
@@ -263,6 +268,7 @@ pub fn free_concats(g: &Graph) -> FreeConcats {
                 && !g.is_external(p)
                 && !producer.kind.is_alias()
                 && !producer.kind.is_seq()
+                && !g.ops.iter().any(|o| o.in_place && o.args[0] == p)
                 && !g.shape(p).is_dynamic()
                 && at.is_multiple_of(4)
                 && producer

@@ -621,3 +621,41 @@ fn sequences_are_returned_without_allocating() {
         SeqOut::PLAN
     );
 }
+
+kiln::network! {
+    /// Declared in-place ops and a declared view: `relu_` and `add_` write over `h` (proven
+    /// safe: nothing reads the old `h` again), and `v` is rows 2..4 of the result, no copy.
+    pub net InPlace(x: tensor<f32[4,8]>, y: tensor<f32[4,8]>) -> (tensor<f32[2,8]>, tensor<f32[4,8]>) {
+        let h = mul(x, 2.0);
+        let h = h.relu_();
+        let h = add_(h, y);
+        let v = view(h, tensor<f32[2,8]>, offset = 16);
+        (sigmoid(v), tanh(h))
+    }
+}
+
+#[test]
+fn declared_in_place_ops_and_views_share_the_buffer() {
+    let plan = InPlace::PLAN;
+    let line = |name: &str| plan.lines().find(|l| l.contains(name)).unwrap().to_string();
+    assert!(
+        line("= activation").contains("in-place, storage of"),
+        "{plan}"
+    );
+    assert!(line("= add").contains("in-place, storage of"), "{plan}");
+    assert!(line("v = view").contains("member at byte 64 of"), "{plan}");
+    let x: Vec<f32> = (0..32).map(|i| i as f32 / 8.0 - 2.0).collect();
+    let y: Vec<f32> = (0..32).map(|i| 1.0 - i as f32 / 16.0).collect();
+    let h: Vec<f32> = x
+        .iter()
+        .zip(&y)
+        .map(|(a, b)| (2.0 * a).max(0.0) + b)
+        .collect();
+    let mut m = InPlace::new();
+    let (s, t) = m.run(&x, &y).unwrap();
+    let want_s: Vec<f32> = h[16..].iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
+    let want_t: Vec<f32> = h.iter().map(|v| v.tanh()).collect();
+    assert_eq!(s.shape(), [2, 8]);
+    assert_close(&s, &want_s);
+    assert_close(&t, &want_t);
+}

@@ -212,6 +212,11 @@ impl Model<'_> {
             if let Some(e) = self.graph.seq_view(v) {
                 at += e.offset;
                 v = e.base;
+            } else if let Some(OpKind::View { offset, .. }) =
+                self.graph.producer_op(v).map(|op| &op.kind)
+            {
+                at += offset;
+                v = self.graph.op_args(v)[0];
             } else if self
                 .graph
                 .producer_op(v)

@@ -89,6 +89,17 @@ pub const OPS: &[&str] = &[
     "len",
     "split_to_seq",
     "concat_from_seq",
+    "view",
+    "relu_",
+    "relu6_",
+    "sigmoid_",
+    "tanh_",
+    "clip_",
+    "leaky_relu_",
+    "add_",
+    "sub_",
+    "mul_",
+    "div_",
 ];
 
 /// The sequence ops, lowered by `seq_op`.
@@ -721,6 +732,9 @@ impl Builder<'_> {
             return None;
         }
         let mut a = Args::new(op, args);
+        // `relu_`, `add_`, ...: the op itself, declared to write over its first argument.
+        let in_place = name.strip_suffix('_').filter(|_| name != "view");
+        let name = in_place.map_or(name.clone(), str::to_string);
         let result = if name == "split" {
             self.split(span, &mut a)
         } else if SEQ_OPS.contains(&name.as_str()) {
@@ -728,6 +742,11 @@ impl Builder<'_> {
         } else {
             self.op(&name, span, &mut a).map(|v| vec![v])
         };
+        if let (Some(_), Some(v)) = (in_place, result.as_ref().and_then(|r| r.first())) {
+            if let Producer::Op { op, .. } = self.graph.values[v.index()].producer {
+                self.graph.ops[op.index()].in_place = true;
+            }
+        }
         // An op that failed stopped reading its arguments; only misspelt names are worth
         // reporting then. An op with a misspelt argument fails too: it ran without it.
         let clean = a.finish(self, result.is_some());
@@ -1089,6 +1108,18 @@ impl Builder<'_> {
                     &[arg1],
                     Some(decl),
                 )
+            }
+            "view" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let Some(ty) = a.positional_type(self) else {
+                    self.error(span, "view: expected the view's type, like `view(x, tensor<f32[16,49]>, offset = 0)`");
+                    return None;
+                };
+                let offset = a.usize(self, "offset")?.unwrap_or(0);
+                let target = self.declared_type(&ty, None)?;
+                let decl = self.spans.range(ty.span, ty.end);
+                let kind = OpKind::View { ty: target, offset };
+                self.add_op(kind, vec![x], span, &[arg1], Some(decl))
             }
             "reshape" => {
                 let x = self.inputs::<1>(a, span)?[0];

@@ -360,7 +360,7 @@ impl Infer<'_, '_> {
     }
 
     /// The user's name of a value, or how it was made.
-    fn name_of(&self, v: ValueId) -> String {
+    pub(super) fn name_of(&self, v: ValueId) -> String {
         let value = &self.g.values[v.index()];
         match (&value.name, value.producer) {
             (Some(n), _) => n.clone(),

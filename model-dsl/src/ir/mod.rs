@@ -357,6 +357,12 @@ pub enum OpKind {
         axis: i64,
         new_axis: bool,
     },
+    /// A declared view (TVM's DeclBuffer): `x`'s bytes from element `offset` on, with the
+    /// declared type's dims (and `x`'s dtype). No copy; checked to fit.
+    View {
+        ty: TensorType,
+        offset: usize,
+    },
 }
 
 /// A position in a sequence, as an op gives it. Negative positions count from the end.
@@ -519,6 +525,7 @@ impl OpKind {
             OpKind::SeqLen => "len",
             OpKind::SplitToSeq { .. } => "split_to_seq",
             OpKind::ConcatFromSeq { .. } => "concat_from_seq",
+            OpKind::View { .. } => "view",
         }
     }
 
@@ -558,7 +565,7 @@ impl OpKind {
             OpKind::SeqInsert { at } => 2 + usize::from(*at == Pos::Run),
             OpKind::SeqErase { at } | OpKind::SeqAt { at } => 1 + usize::from(*at == Pos::Run),
             OpKind::SplitToSeq { split, .. } => 1 + usize::from(*split == SeqSplit::Run),
-            OpKind::SeqLen | OpKind::ConcatFromSeq { .. } => 1,
+            OpKind::SeqLen | OpKind::ConcatFromSeq { .. } | OpKind::View { .. } => 1,
             OpKind::Constant(_) => 0,
             OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),
             OpKind::SplitDyn { parts, .. } => return (Some(2), *parts),
@@ -595,6 +602,9 @@ pub struct Op {
     /// The declaration the op's shape rule checks the input against, when there is one: the
     /// in-channels of `weights<...>`, the channels of `norm<...>`, a reshape's target type.
     pub decl: Option<Loc>,
+    /// Declared in place by the user (`x.relu_()`, `add_(x, y)`): the result *is* the first
+    /// argument's buffer, which the compiler proves safe (`alias.rs`) and the planner honours.
+    pub in_place: bool,
 }
 
 impl Op {
@@ -729,7 +739,7 @@ impl Graph {
                 v = e.base;
                 continue;
             }
-            if !op.kind.is_alias() {
+            if !op.kind.is_alias() && !matches!(op.kind, OpKind::View { .. }) {
                 break;
             }
             v = op.args[0];
@@ -817,6 +827,7 @@ impl Graph {
             loc,
             arg_locs,
             decl,
+            in_place: false,
         });
         results
     }

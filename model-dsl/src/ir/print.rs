@@ -261,6 +261,7 @@ impl fmt::Display for Attrs<'_> {
                     items.push("new_axis".to_string());
                 }
             }
+            OpKind::View { offset, .. } => items.push(format!("offset={offset}")),
             OpKind::SeqConstruct
             | OpKind::SeqLen
             | OpKind::Binary(_)
