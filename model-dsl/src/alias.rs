@@ -15,7 +15,7 @@
 //! op), and the driver checks after planning that the planner did put the result there.
 
 use crate::diag::{Errors, Loc};
-use crate::ir::{Graph, OpKind, Producer, ValueId};
+use crate::ir::{Act, Graph, OpKind, Producer, ValueId};
 
 /// Checks every declared in-place op of the typed graph `g`, reporting to `errors`.
 pub fn check(g: &Graph, errors: &mut Errors) {
@@ -23,7 +23,10 @@ pub fn check(g: &Graph, errors: &mut Errors) {
         if !op.in_place {
             continue;
         }
-        let name = op.kind.name();
+        let name = match &op.kind {
+            OpKind::Unary(act) => act_name(*act),
+            k => k.name(),
+        };
         let x = op.args[0];
         let xname = name_of(g, x);
         let root = g.alias_root(x);
@@ -101,9 +104,22 @@ pub fn check(g: &Graph, errors: &mut Errors) {
     }
 }
 
+/// The DSL's name of an activation (`relu6` is a clip).
+fn act_name(act: Act) -> &'static str {
+    match act {
+        Act::Relu => "relu",
+        Act::Clip { .. } => "clip",
+        Act::LeakyRelu { .. } => "leaky_relu",
+        Act::Sigmoid => "sigmoid",
+        Act::Tanh => "tanh",
+        Act::None => "activation",
+    }
+}
+
 fn name_of(g: &Graph, v: ValueId) -> String {
     match (&g.values[v.index()].name, g.values[v.index()].producer) {
         (Some(n), _) => n.clone(),
+        (None, Producer::Param(p)) => g.params[p.index()].key.clone(),
         (None, Producer::Op { op, .. }) => format!("the {} result", g.op(op).kind.name()),
         (None, _) => format!("%{}", v.0),
     }
