@@ -13,9 +13,12 @@
 //! 1. **Live ranges.** A value written at step `d` and last read at step `u` occupies the
 //!    inclusive range `[d, u]`; an output stays live to `steps` (one past the last op, "the
 //!    caller reads it"); a value nobody reads still occupies `[d, d]` because the op writes it.
+//!    **Escape:** a value a sequence holds ([`ValueKind::Seq`]) stays live at least until the
+//!    sequence's own last use.
 //!    Two ranges conflict iff they intersect, so an op's inputs and its output never share bytes
 //!    unless an alias or in-place reuse says so.
-//! 2. **Storage groups.** First every alias is unioned with its source (transitively), giving
+//! 2. **Storage groups.** First every alias (and every member view, [`ValueKind::Member`], which
+//!    is placed at its source's offset plus its own) is unioned with its source (transitively), giving
 //!    *alias classes*; a class rooted at an external value is external as a whole. Then, in
 //!    value order, each arena value tries its in-place candidates in preference order and takes
 //!    over the group of the first usable one: the candidate is in the arena, is not an output,

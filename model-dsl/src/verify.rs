@@ -6,7 +6,9 @@
 //! liveness a different way: the planner takes each value's range from its definition and its
 //! uses directly, while the verifier scans the steps backwards keeping the set of live values
 //! (an output is live at the end; a read makes a value live; its definition is the earliest step
-//! it is live), then reads each value's range off those sets.
+//! it is live), then reads each value's range off those sets. A live sequence makes every
+//! member it holds live at the same step (escape), so freeing an element early shows up as
+//! two live values sharing bytes.
 //!
 //! What is checked, in order:
 //! 1. The problem is well formed: every arena value is written at a step `< steps` and read only

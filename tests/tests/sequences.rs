@@ -659,3 +659,27 @@ fn declared_in_place_ops_and_views_share_the_buffer() {
     assert_close(&s, &want_s);
     assert_close(&t, &want_t);
 }
+
+kiln::network! {
+    /// The README's example.
+    pub net Pick(x: tensor<f32[2,3,4]>, y: tensor<f32[2,3,4]>, z: tensor<f32[2,3,4]>,
+                 pos: tensor<i64[]>) -> (tensor<f32[2,9,4]>, tensor<f32[2,3,4]>) {
+        let s = seq_construct(x, y, z);
+        let t = erase(s, -3);                       // [y, z]
+        (concat_from_seq(s, axis = 1), at(t, pos))  // pos given at run time
+    }
+}
+
+#[test]
+fn readme_example_runs() {
+    let [x, y, z] = xyz(4);
+    let (want, _) = f32s(4, "out");
+    let mut m = Pick::new();
+    let (c, e) = m.run(&x, &y, &z, &[-1i64]).unwrap();
+    assert_close(&c, &want);
+    assert_close(&e, &z);
+    assert!(matches!(
+        m.run(&x, &y, &z, &[2i64]),
+        Err(Error::SeqPosition { op: "at", .. })
+    ));
+}
