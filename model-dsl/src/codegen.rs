@@ -1409,6 +1409,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 /// (with several precompiled shapes, the chosen variant's
                 /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
                 /// the outputs borrow from it. Allocates nothing.
+                #[allow(clippy::too_many_arguments)]
                 pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
                     #run_in_body
                 }
@@ -1476,6 +1477,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 }
 
                 /// Runs the network in the model's own arena. Allocates nothing.
+                #[allow(clippy::too_many_arguments)]
                 pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
                     #run_body
                 }
