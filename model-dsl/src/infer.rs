@@ -1072,7 +1072,8 @@ impl Infer<'_, '_> {
                     self.error(decl, format!("view: {out} would read {x}'s {} values as {}; a view keeps its buffer's dtype ({}) in kiln", x.dtype, out.dtype, x.dtype));
                     return None;
                 }
-                let end = offset.checked_add(out.elements());
+                let count = out.dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+                let end = count.and_then(|c| offset.checked_add(c));
                 if end.is_none_or(|e| e > x.elements()) {
                     let name = self.name_of(op.args[0]);
                     self.error(decl, format!("view: {out} at offset {offset} needs elements {offset}..{} but its buffer `{name}` is {x}, {} elements", end.map_or("overflow".to_string(), |e| e.to_string()), x.elements()));

@@ -7,6 +7,10 @@
 //! *candidates* and the generated code keeps the order in a small array.
 
 use super::Infer;
+
+/// The most elements a sequence may have: every element is planned at compile time (and a
+/// run-time order is an array of this many indices on the stack).
+pub const MAX_SEQ_LEN: usize = 1 << 12;
 use crate::diag::{plural, Loc};
 use crate::ir::{DType, Elem, Op, OpKind, Pos, SeqSplit, SeqVal, Shape, ValueId};
 
@@ -89,6 +93,13 @@ impl Infer<'_, '_> {
                     }
                 }
                 s.len += 1;
+                if s.elems.len() > MAX_SEQ_LEN {
+                    self.error(
+                        op.loc,
+                        format!("insert: a sequence may have at most {MAX_SEQ_LEN} elements"),
+                    );
+                    return None;
+                }
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
             OpKind::SeqErase { at } => {
@@ -166,10 +177,24 @@ impl Infer<'_, '_> {
                 let a = self.axis(*axis, &x, name, op.loc)?;
                 *axis = a as i64;
                 let d = x.dims[a];
+                let pieces = match split {
+                    SeqSplit::Ones => d,
+                    SeqSplit::Chunk(c) => d.div_ceil(*c),
+                    SeqSplit::Sizes(s) => s.len(),
+                    SeqSplit::Run => 0,
+                };
+                if pieces > MAX_SEQ_LEN {
+                    self.error(decl, format!("split_to_seq: {x} would give {pieces} pieces along axis {a}; a sequence may have at most {MAX_SEQ_LEN} elements"));
+                    return None;
+                }
                 if *split == SeqSplit::Run {
                     let sizes = self.tensor_arg(op, 1)?;
                     if sizes.dtype != DType::I64 || sizes.rank() != 1 {
                         self.error(op.arg_loc(1), format!("split_to_seq: run-time sizes are a 1-D i64 tensor, like `tensor<i64[3]>`, not {sizes}"));
+                        return None;
+                    }
+                    if sizes.dims[0] > MAX_SEQ_LEN {
+                        self.error(op.arg_loc(1), format!("split_to_seq: {} pieces; a sequence may have at most {MAX_SEQ_LEN} elements", sizes.dims[0]));
                         return None;
                     }
                     let s = SeqVal {
