@@ -154,7 +154,8 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
                         reuse: reuse_candidates(g, o, &slot, &values),
                     }
                 };
-                (op.index(), kind, format!("{name} = {}", o.kind.name()))
+                let why = copy_reason(g, id).map_or(String::new(), |r| format!(" ({r})"));
+                (op.index(), kind, format!("{name} = {}{why}", o.kind.name()))
             }
         };
         slot[i] = Some(values.len());
@@ -208,6 +209,22 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
         slot,
         scratch: scratch_of,
         free,
+    }
+}
+
+/// Why an op that only moves bytes copies them, for the printed plan: the cases where a copy
+/// is truly needed.
+fn copy_reason(g: &Graph, v: ValueId) -> Option<&'static str> {
+    let op = g.producer_op(v)?;
+    match op.kind {
+        OpKind::Copy => Some("an output is borrowed from the arena, and this is an input's bytes"),
+        OpKind::SeqAt { .. } if g.seq_view(v).is_none() => {
+            Some("copied: the element is chosen at run time")
+        }
+        OpKind::SplitToSeq { .. } if g.split_copies(v) => {
+            Some("pieces copied: they are not runs of the input's bytes")
+        }
+        _ => None,
     }
 }
 

@@ -614,7 +614,19 @@ fn sequences_are_returned_without_allocating() {
     }
     assert_eq!(allocations(), before, "runs allocated");
     // The input element is copied into the arena, the pieces are views of relu's result.
-    assert!(SeqOut::PLAN.contains("= copy"), "{}", SeqOut::PLAN);
+    assert!(
+        SeqOut::PLAN.contains(
+            "= copy (an output is borrowed from the arena, and this is an input's bytes)"
+        ),
+        "{}",
+        SeqOut::PLAN
+    );
+    // A run-time position copies the chosen element, and the plan says why.
+    assert!(
+        Model2Run::PLAN.contains("= at (copied: the element is chosen at run time)"),
+        "{}",
+        Model2Run::PLAN
+    );
     assert!(
         SeqOut::PLAN.contains("member at byte 48"),
         "{}",
