@@ -1140,10 +1140,41 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let input_idents: Vec<_> = (0..m.graph.inputs.len())
         .map(|i| format_ident!("__x{}", i))
         .collect();
-    let input_tys: Vec<_> = (0..m.graph.inputs.len())
-        .map(|i| format_ident!("X{}", i))
+    let input_elems: Vec<TokenStream> = m
+        .graph
+        .inputs
+        .iter()
+        .map(|i| rust_type(m.graph.shape(i.value).dtype))
         .collect();
-    let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+    // Per declared input: its parameter of `run`/`run_in`, with a generic type for a tensor;
+    // a sequence input (`seq<..., N>`, `N` graph inputs) is a `kiln::Seq` whose tensors the
+    // prelude unpacks. `user_names` is, per graph input, the expression that holds it.
+    let mut generics = Vec::new();
+    let mut params = Vec::new();
+    let mut prelude = Vec::new();
+    let mut user_names: Vec<TokenStream> = Vec::new();
+    for d in &def.inputs {
+        let name = &d.name;
+        let gi = user_names.len();
+        match d.ty.seq_len.filter(|_| d.ty.seq) {
+            Some(n) => {
+                let n = n.value;
+                let t = &input_elems[gi];
+                let ids: Vec<_> = (0..n).map(|k| format_ident!("__{}_{}", name, k)).collect();
+                params.push(quote! { #name: &::kiln::__private::Seq<'_, #t, #n> });
+                prelude.push(quote! { let [#(#ids),*] = #name.tensors(); });
+                user_names.extend(ids.iter().map(|id| quote! { &#id }));
+            }
+            None => {
+                let x = format_ident!("X{}", gi);
+                let t = &input_elems[gi];
+                generics.push(quote! { #x: ?Sized + ::kiln::__private::AsInput<#t> });
+                params.push(quote! { #name: &#x });
+                user_names.push(quote! { #name });
+            }
+        }
+    }
+    let prelude = quote! { #(#prelude)* };
     let input_checks = |m: &Model| {
         let checks = m
             .graph
@@ -1171,12 +1202,6 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let input_shapes = shape_consts(&mut m.graph.inputs.iter().map(|i| i.value));
     let output_shapes = shape_consts(&mut m.graph.outputs.iter().map(|o| o.value));
 
-    let input_elems: Vec<TokenStream> = m
-        .graph
-        .inputs
-        .iter()
-        .map(|i| rust_type(m.graph.shape(i.value).dtype))
-        .collect();
     let tensor_ty = |v: ValueId| match m.graph.shape(v).dtype {
         crate::ir::DType::F32 => quote! { ::kiln::__private::Tensor<'a> },
         d => {
@@ -1410,7 +1435,8 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
                 /// the outputs borrow from it. Allocates nothing.
                 #[allow(clippy::too_many_arguments)]
-                pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                pub fn run_in<'a, #(#generics),*>(&self, arena: &'a mut [u8], #(#params),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                    #prelude
                     #run_in_body
                 }
         }
@@ -1478,7 +1504,8 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
 
                 /// Runs the network in the model's own arena. Allocates nothing.
                 #[allow(clippy::too_many_arguments)]
-                pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
+                pub fn run<#(#generics),*>(&mut self, #(#params),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
+                    #prelude
                     #run_body
                 }
 

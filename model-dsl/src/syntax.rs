@@ -127,8 +127,10 @@ pub struct TypeExpr {
     pub dtype: Dtype,
     pub spatial: Option<Vec<Num>>,
     pub batch: Option<Num>,
-    /// `seq<...>` around it: a sequence of tensors of this type (outputs only, for now).
+    /// `seq<...>` around it: a sequence of tensors of this type.
     pub seq: bool,
+    /// `seq<..., N>`: the length of a sequence input.
+    pub seq_len: Option<Num>,
     /// The first token (`fm`/`vec`) and the last (`>`): errors about the whole type underline
     /// the range (`Span::join` is not available to proc macros on stable).
     pub span: Span,
@@ -642,6 +644,14 @@ impl Parse for TypeExpr {
                 if inner.seq {
                     return Err(inner.error("sequences do not nest"));
                 }
+                if input.peek(Token![,]) {
+                    input.parse::<Token![,]>()?;
+                    let lit: LitInt = input.parse()?;
+                    inner.seq_len = Some(Num {
+                        value: lit.base10_parse()?,
+                        span: lit.span(),
+                    });
+                }
                 let close = input.parse::<Token![>]>()?;
                 inner.seq = true;
                 inner.span = head.span();
@@ -706,6 +716,7 @@ impl Parse for TypeExpr {
         let close = input.parse::<Token![>]>()?;
         Ok(TypeExpr {
             seq: false,
+            seq_len: None,
             kind,
             layout,
             dims: Vec::new(),
@@ -817,6 +828,7 @@ fn parse_tensor_type(head: Ident, input: ParseStream) -> syn::Result<TypeExpr> {
     let close = input.parse::<Token![>]>()?;
     Ok(TypeExpr {
         seq: false,
+        seq_len: None,
         kind: TypeKind::Tensor,
         layout: None,
         dims,

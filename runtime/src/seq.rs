@@ -103,6 +103,10 @@ impl<'a, T: Scalar, const N: usize> Seq<'a, T, N> {
     pub fn iter(&self) -> impl Iterator<Item = Tensor<'a, T>> + '_ {
         self.elems.iter().copied()
     }
+    /// The tensors, in order.
+    pub fn tensors(&self) -> [Tensor<'a, T>; N] {
+        self.elems
+    }
     /// The sequence as one safetensors file, its elements named `<name>.0`, `<name>.1`, ...
     pub fn to_safetensors(&self, name: &str) -> Result<Vec<u8>, Error> {
         save(name, self.iter())

@@ -695,3 +695,47 @@ fn readme_example_runs() {
         Err(Error::SeqPosition { op: "at", .. })
     ));
 }
+
+kiln::network! {
+    /// A sequence input: the caller passes one `kiln::Seq` of three tensors.
+    pub net SeqIn(s: seq<tensor<f32[2,3]>, 3>, pos: tensor<i64[]>)
+        -> (tensor<f32[2,3]>, tensor<f32[6,3]>, seq<tensor<f32[2,3]>>)
+    {
+        (at(s, pos), concat_from_seq(s, axis = 0), erase(s, 0))
+    }
+}
+
+#[test]
+fn sequences_as_inputs() {
+    let data: Vec<f32> = (0..18).map(|i| i as f32).collect();
+    let parts: Vec<Tensor> = data.chunks(6).map(|c| Tensor::new(c, &[2, 3])).collect();
+    let seq = kiln::Seq::new([parts[0], parts[1], parts[2]]);
+    let mut m = SeqIn::new();
+    let (a, c, rest) = m.run(&seq, &[-1i64]).unwrap();
+    assert_eq!(a[..], data[12..]);
+    assert_eq!((c.shape(), &c[..]), (&[6, 3][..], &data[..]));
+    assert_eq!(rest.len(), 2);
+    assert_eq!(rest.at(0).unwrap()[..], data[6..12]);
+    assert!(matches!(
+        m.run(&seq, &[3i64]),
+        Err(Error::SeqPosition {
+            op: "at",
+            len: 3,
+            ..
+        })
+    ));
+    // A sequence read back from a file is an input too.
+    let bytes = seq.to_safetensors("s").unwrap();
+    let back = kiln::SeqBuf::<f32>::from_safetensors(&bytes, "s").unwrap();
+    let loaded = kiln::Seq::new([
+        back.at(0).unwrap(),
+        back.at(1).unwrap(),
+        back.at(2).unwrap(),
+    ]);
+    assert_eq!(m.run(&loaded, &[0i64]).unwrap().0[..], data[..6]);
+    // Elements of the wrong size are an input error naming the element.
+    let short = Tensor::new(&data[..5], &[5]);
+    let bad = kiln::Seq::new([parts[0], short, parts[2]]);
+    let err = m.run(&bad, &[0i64]).unwrap_err();
+    assert!(err.to_string().contains("s.1"), "{err}");
+}

@@ -165,7 +165,12 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         results_wanted: None,
         seq_type_ok: false,
     };
-    for (i, input) in def.inputs.iter().enumerate() {
+    for input in def.inputs.iter() {
+        let i = cx.graph.inputs.len();
+        if input.ty.seq {
+            cx.seq_input(input);
+            continue;
+        }
         let Some(ty) = cx.declared_type(&input.ty, None) else {
             // Bound but poisoned: uses of it are not reported again as undefined.
             cx.scope.insert(input.name.to_string(), None);
@@ -1417,6 +1422,65 @@ impl Builder<'_> {
             vec![arg_loc],
             decl,
         ))
+    }
+
+    /// A sequence input `s: seq<tensor<...>, N>`: `N` tensor inputs (`s.0`, `s.1`, ...; the
+    /// caller passes one `kiln::Seq`) and a `seq_construct` of them, bound to `s`.
+    fn seq_input(&mut self, input: &crate::syntax::InputDecl) {
+        let name = input.name.to_string();
+        let Some(n) = input.ty.seq_len else {
+            self.error(input.ty.span, format!("input `{name}`: a sequence input gives its length, like `seq<tensor<f32[2,3]>, 3>`"));
+            self.scope.insert(name, None);
+            return;
+        };
+        if n.value == 0 || n.value > 4096 {
+            self.error(
+                n.span,
+                format!("input `{name}`: a sequence input has 1 to 4096 elements"),
+            );
+            self.scope.insert(name, None);
+            return;
+        }
+        self.seq_type_ok = true;
+        let ty = self.declared_type(&input.ty, None);
+        self.seq_type_ok = false;
+        let Some(ty) = ty else {
+            self.scope.insert(name, None);
+            return;
+        };
+        if ty.dims.contains(&Dim::Any) {
+            self.error(
+                input.ty.span,
+                format!("input `{name}`: `?` sizes are for outputs only"),
+            );
+            self.scope.insert(name, None);
+            return;
+        }
+        let loc = self.spans.at(input.name.span());
+        let ty_loc = self.spans.at(input.ty.span);
+        let mut elems = Vec::with_capacity(n.value);
+        for k in 0..n.value {
+            let i = self.graph.inputs.len();
+            let v = self.graph.add_value(Producer::Input(i), loc);
+            self.graph.values[v.index()].name = Some(format!("{name}.{k}"));
+            self.graph.inputs.push(Input {
+                name: format!("{name}.{k}"),
+                value: v,
+                ty: ty.clone(),
+                loc: ty_loc,
+            });
+            elems.push(v);
+        }
+        let s = self
+            .graph
+            .add_op(OpKind::SeqConstruct, elems, 1, loc, vec![], None)[0];
+        self.graph.values[s.index()].name = Some(name.clone());
+        if self.scope.insert(name.clone(), Some(s)).is_some() {
+            self.error(
+                input.name.span(),
+                format!("input `{name}` is declared twice"),
+            );
+        }
     }
 
     /// The sequence ops (ONNX's eight). A position is a whole number (checked at compile time by
