@@ -8,7 +8,8 @@ use kiln_kernels::{for_isa, Isa, Kernels};
 
 /// The tables this CPU can run, other than the reference. Prints, once per `test` name, which
 /// ISAs ran and which were skipped (not available on this CPU), so a CI log shows what was
-/// proved.
+/// proved. Panics if the CPU has SIMD but the crate offers none of it (built without
+/// detection), so a harness never passes having tested only the reference against itself.
 #[allow(dead_code)]
 pub fn isas(test: &'static str) -> Vec<Kernels> {
     static REPORTED: Mutex<Vec<&str>> = Mutex::new(Vec::new());
@@ -16,12 +17,34 @@ pub fn isas(test: &'static str) -> Vec<Kernels> {
         .into_iter()
         .filter(|&isa| isa != Isa::Portable)
         .partition(|isa| isa.is_available());
+    assert!(
+        !cpu_has_simd() || !ran.is_empty(),
+        "{test}: this CPU has SIMD, but kiln-kernels offers none of its ISAs: the crate was \
+         built without run-time detection (the `std` feature, which kernels/Cargo.toml turns on \
+         for its tests through a dev-dependency on itself)"
+    );
     let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
     if !reported.contains(&test) {
         reported.push(test);
         println!("{test}: ran: {ran:?} skipped: {skipped:?}");
     }
     ran.into_iter().filter_map(for_isa).collect()
+}
+
+/// Whether the test process (which always has `std`) detects a SIMD ISA kiln has kernels for.
+fn cpu_has_simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("neon")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }
 
 /// xorshift32: reproducible data from a proptest-chosen seed.

@@ -43,6 +43,7 @@
 
 use core::mem::MaybeUninit;
 
+use crate::len::holds_strided;
 use crate::Activation;
 
 /// Depth of a packed block (the `k` extent of one micro-kernel call). The sliver, `MR x KC`
@@ -336,11 +337,11 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
     }
     // Real checks, not debug ones: the micro-kernels work on raw pointers derived from these.
     assert!(
-        lda >= k && a.len() >= (m - 1) * lda + k,
+        lda >= k && holds_strided(a.len(), m, lda, k),
         "gemm: a too short"
     );
     assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        ldc >= n && holds_strided(c.len(), m, ldc, n),
         "gemm: c too short"
     );
     match bias {

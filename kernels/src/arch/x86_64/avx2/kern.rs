@@ -23,6 +23,7 @@
 
 use super::blis::{Tile, TileBias};
 use super::lanes::{act_vec, scalar_act, Lanes};
+use crate::len::holds;
 use crate::Activation;
 
 /// The most rows a full tile has (the AVX-512 tile's 12).
@@ -410,10 +411,10 @@ pub(crate) fn dense_blocks(
     mut block: impl FnMut(usize, usize, &DenseBlock),
 ) {
     assert!(
-        input.len() >= batch * n_in
-            && weight.len() >= n_out * n_in
+        holds(input.len(), &[batch, n_in])
+            && holds(weight.len(), &[n_out, n_in])
             && bias.is_none_or(|b| b.len() >= n_out)
-            && out.len() >= batch * n_out,
+            && holds(out.len(), &[batch, n_out]),
         "dense: short slice"
     );
     let mut b0 = 0;
