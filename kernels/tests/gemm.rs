@@ -126,20 +126,22 @@ fn gemm_large_shapes_match_portable() {
 }
 
 /// Sizes whose products wrap (`2^63 * 2 == 0` in `usize`) must be refused by the length
-/// checks, not pass them and send the micro-kernels outside empty slices.
+/// checks, not pass them and send the micro-kernels outside empty slices (`B` is long enough,
+/// so only the checks of `A` and `C`, which the micro-kernels read through raw pointers, can
+/// stop these calls).
 #[test]
 fn wrapped_sizes_are_refused() {
     const HUGE: usize = 1 << (usize::BITS - 1);
     for kt in common::isas("wrapped sizes") {
-        let gemm = std::panic::catch_unwind(|| (kt.gemm)(HUGE, 2, 2, &[], &[], &mut []));
-        assert!(gemm.is_err(), "{}: gemm accepted a wrapped m * k", kt.isa);
-        let gemm = std::panic::catch_unwind(|| (kt.gemm)(2, HUGE, 2, &[0.0; 4], &[], &mut []));
-        assert!(gemm.is_err(), "{}: gemm accepted a wrapped k * n", kt.isa);
-        let dense = std::panic::catch_unwind(|| {
-            (kt.dense)(HUGE, 2, 2, &[], &[0.0; 4], None, Activation::None, &mut [])
-        });
         assert!(
-            dense.is_err(),
+            common::refused_as_short(|| (kt.gemm)(HUGE, 2, 2, &[], &[0.0; 4], &mut [])),
+            "{}: gemm accepted a wrapped m * k",
+            kt.isa
+        );
+        assert!(
+            common::refused_as_short(|| {
+                (kt.dense)(HUGE, 2, 2, &[], &[0.0; 4], None, Activation::None, &mut [])
+            }),
             "{}: dense accepted a wrapped batch * n_in",
             kt.isa
         );

@@ -70,3 +70,17 @@ impl Rng {
         lo + (hi - lo) * (self.next() >> 8) as f64 / (1u32 << 24) as f64
     }
 }
+
+/// Whether `f` panics with a length check's message (they all say "short"), rather than
+/// returning or failing somewhere else (an index out of bounds further in).
+#[allow(dead_code)]
+pub fn refused_as_short(f: impl FnOnce() + std::panic::UnwindSafe) -> bool {
+    match std::panic::catch_unwind(f) {
+        Ok(()) => false,
+        Err(payload) => payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .is_some_and(|m| m.contains("short")),
+    }
+}
