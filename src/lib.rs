@@ -5,7 +5,7 @@
 //! calling specialised kernels. See the README for the DSL and `ARCHITECTURE.md` for the design.
 
 pub use kiln_macros::network;
-pub use kiln_runtime::{isa, Arena, AsInput, Error, Scalar, Tensor};
+pub use kiln_runtime::{isa, Arena, AsInput, Error, Scalar, Seq, SeqBuf, Tensor};
 
 /// Everything generated code names, and nothing else. Not a public API: it may change in any
 /// release.

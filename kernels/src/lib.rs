@@ -49,6 +49,7 @@ extern crate std;
 
 pub mod arch;
 mod dtype;
+mod len;
 pub mod math;
 mod params;
 mod table;

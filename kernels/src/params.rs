@@ -4,6 +4,7 @@
 //! (shapes, strides and paddings are known at compile time), and every ISA folder under
 //! `arch/` takes the same types, so switching implementation never changes a call site.
 
+use crate::len::holds;
 use crate::math;
 
 /// An element-wise activation, fused into the epilogue of the kernel that produces the values.
@@ -148,6 +149,40 @@ impl Conv2d {
         debug_assert!(
             self.dilation[0] > 0 && self.dilation[1] > 0,
             "conv2d: zero dilation"
+        );
+    }
+
+    /// Checks, in release builds too, what the SIMD kernels rely on before they derive raw
+    /// pointers: the geometry [`debug_check`](Self::debug_check) describes, and slices as long
+    /// as the shapes say, computed without wrapping (see [`crate::len`]).
+    ///
+    /// Panics otherwise.
+    pub(crate) fn check_operands(
+        &self,
+        input: &[f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        out: &[f32],
+    ) {
+        assert!(
+            self.groups > 0
+                && self.c_in.is_multiple_of(self.groups)
+                && self.c_out.is_multiple_of(self.groups)
+                && self.stride[0] > 0
+                && self.stride[1] > 0
+                && self.dilation[0] > 0
+                && self.dilation[1] > 0,
+            "conv2d: bad parameters {self:?}"
+        );
+        assert!(
+            holds(input.len(), &[self.batch, self.c_in, self.h, self.w])
+                && holds(
+                    weight.len(),
+                    &[self.c_out, self.c_in / self.groups, self.kh, self.kw]
+                )
+                && bias.is_none_or(|b| b.len() >= self.c_out)
+                && holds(out.len(), &[self.batch, self.c_out, self.out_h, self.out_w]),
+            "conv2d: short slice for {self:?}"
         );
     }
 

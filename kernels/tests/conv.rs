@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Every ISA's `conv2d` against the portable reference on random convolutions.
 //!
 //! The strategy draws every branch the kernels distinguish: pointwise (1x1, stride 1, no
@@ -264,5 +263,37 @@ fn conv2d_large_shapes_match_portable() {
         conv(9, 39, 14, 1, 2, 0),
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
+    }
+}
+
+/// A geometry whose element counts wrap (`2^62 * 2 * 2 == 0` in `usize`) must be refused by
+/// the length checks up front, not pass them with empty slices (the packers' safe indexing
+/// would stop this one later, with an index panic: the message tells the two apart).
+#[test]
+fn wrapped_sizes_are_refused() {
+    const HUGE: usize = 1 << (usize::BITS - 2);
+    let p = Conv2d {
+        batch: 1,
+        c_in: 2,
+        h: HUGE,
+        w: 2,
+        c_out: 2,
+        kh: 1,
+        kw: 1,
+        stride: [1, 1],
+        dilation: [1, 1],
+        pad: [0; 4],
+        groups: 1,
+        out_h: HUGE,
+        out_w: 2,
+    };
+    for kt in common::isas("wrapped sizes") {
+        assert!(
+            common::refused_as_short(|| {
+                (kt.conv2d)(&p, &[], &[0.0; 4], None, Activation::None, &mut [], &mut [])
+            }),
+            "{}: conv2d accepted wrapped sizes",
+            kt.isa
+        );
     }
 }

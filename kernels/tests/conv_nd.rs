@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! 3-D convolution and pooling against naive references: the convolution is the seven nested
 //! loops of the definition (plus batch), each tap's input coordinate computed in signed
 //! arithmetic and tested against the bounds one at a time, accumulated in `f64`; pooling

@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Depthwise convolution: every ISA table this CPU has, through its `conv2d` entry, against the
 //! portable kernel on random shapes (3x3 and 5x5 windows the SIMD kernels specialise, other
 //! windows, strides and dilations they hand back to the portable code, planes narrower than a

@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Element-wise kernels: every ISA table this CPU has against the portable kernels, on random
 //! lengths (around and between vector sizes) and random broadcasts (same shape, per-channel,
 //! scalar, outer products, transposed operands), with NaN, infinities and signed zeros mixed

@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Every ISA's `gemm` and `dense` against the portable reference on random shapes.
 //!
 //! Shapes are drawn so that every edge of the blocked kernels is hit: `m`, `n` and `k` that are
@@ -123,5 +122,28 @@ fn gemm_large_shapes_match_portable() {
             (kt.gemm)(m, n, k, &a, &b, &mut got);
             close(&got, &want, &format!("{:?} gemm {m}x{n}x{k}", kt.isa)).unwrap();
         }
+    }
+}
+
+/// Sizes whose products wrap (`2^63 * 2 == 0` in `usize`) must be refused by the length
+/// checks, not pass them and send the micro-kernels outside empty slices (`B` is long enough,
+/// so only the checks of `A` and `C`, which the micro-kernels read through raw pointers, can
+/// stop these calls).
+#[test]
+fn wrapped_sizes_are_refused() {
+    const HUGE: usize = 1 << (usize::BITS - 1);
+    for kt in common::isas("wrapped sizes") {
+        assert!(
+            common::refused_as_short(|| (kt.gemm)(HUGE, 2, 2, &[], &[0.0; 4], &mut [])),
+            "{}: gemm accepted a wrapped m * k",
+            kt.isa
+        );
+        assert!(
+            common::refused_as_short(|| {
+                (kt.dense)(HUGE, 2, 2, &[], &[0.0; 4], None, Activation::None, &mut [])
+            }),
+            "{}: dense accepted a wrapped batch * n_in",
+            kt.isa
+        );
     }
 }

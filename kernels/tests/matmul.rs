@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Batched `matmul` with numpy broadcasting against a naive triple loop, on the portable GEMM
 //! and on every ISA table's GEMM this CPU has (the generated code passes `Kernels::gemm`).
 //!

@@ -1,4 +1,4 @@
-#![cfg(all(feature = "std", target_arch = "aarch64"))]
+#![cfg(target_arch = "aarch64")]
 //! NEON smoke test, run under qemu-aarch64 by `.ci/cross`: the NEON table must exist on an
 //! aarch64 CPU, and its GEMM, dense, conv2d (every routing branch), element-wise and
 //! scale/shift kernels must agree with the portable reference on hand-picked shapes that hit

@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Scale/shift and softmax: every ISA table this CPU has against the portable kernels, on
 //! random shapes (planes shorter than, around and longer than a vector; softmax over the last
 //! axis, over a middle axis narrower than a vector, and over wide interleaved blocks), with

@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Pooling: every ISA table this CPU has against the portable kernels, on random windows,
 //! strides (the vectorised 1 and 2 and the others, which fall back), paddings, ceil-mode
 //! output sizes and both average-pool divisors, with NaN and infinities mixed in.

@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Reductions, log-softmax, element-wise math and the rank-N broadcasting binaries against
 //! naive references: every reduction indexes the `[outer, len, inner]` view element by element
 //! and sums in `f64` (or exact wrapping integers); every broadcast output unravels its flat

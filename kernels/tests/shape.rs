@@ -1,4 +1,3 @@
-#![cfg(feature = "std")]
 //! Shape-generic data movement against naive references written coordinate by coordinate:
 //! every output element's multi-index is unravelled from its flat position and the input
 //! element is located with the operation's definition (no merged axes, no tiles, no runs).

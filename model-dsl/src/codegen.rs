@@ -14,6 +14,8 @@ use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
 
+mod seq;
+
 #[derive(Debug)]
 pub struct Model<'a> {
     pub def: &'a NetworkDef,
@@ -29,8 +31,9 @@ pub struct Model<'a> {
 
 /// Where a value's data is when an op reads it.
 enum Loc {
-    /// The `i`th model input (or a view of it).
-    Input(usize),
+    /// The `i`th model input (or a view of it); with an element range when the value is a
+    /// sequence element that is only part of it.
+    Input(usize, Option<(usize, usize)>),
     /// f32 range in the arena.
     Arena(usize, usize),
     /// f32 range in the parameter buffer (a parameter used as a tensor).
@@ -44,11 +47,16 @@ impl Model<'_> {
 
     fn loc(&self, v: ValueId) -> Loc {
         let root = self.graph.alias_root(v);
+        let at = self.view_offset(v);
+        let len = self.graph.shape(v).elements();
         match self.graph.values[root.index()].producer {
-            Producer::Input(i) => return Loc::Input(i),
+            Producer::Input(i) => {
+                let whole = at == 0 && self.graph.shape(root).elements() == len;
+                return Loc::Input(i, (!whole).then_some((at, at + len)));
+            }
             Producer::Param(p) => {
                 let s = self.params.param(p);
-                return Loc::Param(s.start, s.start + self.graph.shape(v).elements());
+                return Loc::Param(s.start + at, s.start + at + len);
             }
             Producer::Op { .. } => {}
         }
@@ -204,8 +212,14 @@ impl Model<'_> {
         if dynamic {
             return self.dyn_op(i);
         }
-        if op.kind.is_alias() {
+        if op.kind.is_alias()
+            || matches!(op.kind, OpKind::View { .. })
+            || self.planned.free.concats.contains(&op.result())
+        {
             return TokenStream::new();
+        }
+        if op.kind.is_seq() {
+            return self.seq_op(i);
         }
         if let OpKind::Split { axis, sizes } = &op.kind {
             return self.split(op, *axis as usize, sizes);
@@ -565,6 +579,15 @@ impl Model<'_> {
                 quote! { out.copy_from_slice(#x); }
             }
             OpKind::Reshape(_) => unreachable!("aliases return early"),
+            OpKind::SeqEmpty(_)
+            | OpKind::SeqConstruct
+            | OpKind::SeqInsert { .. }
+            | OpKind::SeqErase { .. }
+            | OpKind::SeqAt { .. }
+            | OpKind::SeqLen
+            | OpKind::SplitToSeq { .. }
+            | OpKind::ConcatFromSeq { .. } => unreachable!("`seq_op` emits these"),
+            OpKind::View { .. } => unreachable!("views return early"),
         };
         quote! {
             {
@@ -897,10 +920,7 @@ impl Model<'_> {
     /// region (pushed onto `reads` for the op's `io` call, bound to `r<k>`), typed.
     fn read(&self, v: ValueId, reads: &mut Vec<TokenStream>) -> TokenStream {
         match self.loc(v) {
-            Loc::Input(n) => {
-                let id = format_ident!("__x{}", n);
-                quote! { #id }
-            }
+            Loc::Input(n, part) => input_tokens(n, part),
             Loc::Arena(a0, a1) => {
                 let id = format_ident!("r{}", reads.len());
                 reads.push(quote! { #a0..#a1 });
@@ -950,10 +970,7 @@ impl Model<'_> {
         let inner: usize = x_shape.dims[axis + 1..].iter().product();
         let total = x_shape.dims[axis] * inner;
         let (reads, x) = match self.loc(op.args[0]) {
-            Loc::Input(n) => {
-                let id = format_ident!("__x{}", n);
-                (vec![], quote! { #id })
-            }
+            Loc::Input(n, part) => (vec![], input_tokens(n, part)),
             Loc::Arena(a0, a1) => (
                 vec![quote! { #a0..#a1 }],
                 self.typed(op.args[0], quote! { r0 }),
@@ -1002,6 +1019,15 @@ impl Model<'_> {
 }
 
 /// The sizes of a 3-D window op as `[d, h, w]`.
+/// Input `n`'s slice, or the element range `part` of it.
+fn input_tokens(n: usize, part: Option<(usize, usize)>) -> TokenStream {
+    let id = format_ident!("__x{}", n);
+    match part {
+        None => quote! { #id },
+        Some((a, b)) => quote! { &#id[#a..#b] },
+    }
+}
+
 fn three(v: &[usize]) -> [usize; 3] {
     v.try_into().expect("the IR verifier checks window ranks")
 }
@@ -1114,10 +1140,41 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let input_idents: Vec<_> = (0..m.graph.inputs.len())
         .map(|i| format_ident!("__x{}", i))
         .collect();
-    let input_tys: Vec<_> = (0..m.graph.inputs.len())
-        .map(|i| format_ident!("X{}", i))
+    let input_elems: Vec<TokenStream> = m
+        .graph
+        .inputs
+        .iter()
+        .map(|i| rust_type(m.graph.shape(i.value).dtype))
         .collect();
-    let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+    // Per declared input: its parameter of `run`/`run_in`, with a generic type for a tensor;
+    // a sequence input (`seq<..., N>`, `N` graph inputs) is a `kiln::Seq` whose tensors the
+    // prelude unpacks. `user_names` is, per graph input, the expression that holds it.
+    let mut generics = Vec::new();
+    let mut params = Vec::new();
+    let mut prelude = Vec::new();
+    let mut user_names: Vec<TokenStream> = Vec::new();
+    for d in &def.inputs {
+        let name = &d.name;
+        let gi = user_names.len();
+        match d.ty.seq_len.filter(|_| d.ty.seq) {
+            Some(n) => {
+                let n = n.value;
+                let t = &input_elems[gi];
+                let ids: Vec<_> = (0..n).map(|k| format_ident!("__{}_{}", name, k)).collect();
+                params.push(quote! { #name: &::kiln::__private::Seq<'_, #t, #n> });
+                prelude.push(quote! { let [#(#ids),*] = #name.tensors(); });
+                user_names.extend(ids.iter().map(|id| quote! { &#id }));
+            }
+            None => {
+                let x = format_ident!("X{}", gi);
+                let t = &input_elems[gi];
+                generics.push(quote! { #x: ?Sized + ::kiln::__private::AsInput<#t> });
+                params.push(quote! { #name: &#x });
+                user_names.push(quote! { #name });
+            }
+        }
+    }
+    let prelude = quote! { #(#prelude)* };
     let input_checks = |m: &Model| {
         let checks = m
             .graph
@@ -1145,12 +1202,6 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let input_shapes = shape_consts(&mut m.graph.inputs.iter().map(|i| i.value));
     let output_shapes = shape_consts(&mut m.graph.outputs.iter().map(|o| o.value));
 
-    let input_elems: Vec<TokenStream> = m
-        .graph
-        .inputs
-        .iter()
-        .map(|i| rust_type(m.graph.shape(i.value).dtype))
-        .collect();
     let tensor_ty = |v: ValueId| match m.graph.shape(v).dtype {
         crate::ir::DType::F32 => quote! { ::kiln::__private::Tensor<'a> },
         d => {
@@ -1158,7 +1209,19 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             quote! { ::kiln::__private::Tensor<'a, #t> }
         }
     };
-    let out_tys: Vec<TokenStream> = m.graph.outputs.iter().map(|o| tensor_ty(o.value)).collect();
+    let out_tys: Vec<TokenStream> = m
+        .graph
+        .outputs
+        .iter()
+        .map(|o| match m.graph.seq(o.value) {
+            Some(s) => {
+                let t = rust_type(s.dtype);
+                let n = s.len;
+                quote! { ::kiln::__private::Seq<'a, #t, #n> }
+            }
+            None => tensor_ty(o.value),
+        })
+        .collect();
     let out_ty = if out_tys.len() == 1 {
         out_tys[0].clone()
     } else {
@@ -1186,6 +1249,9 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 .outputs
                 .iter()
                 .map(|o| {
+                    if m.graph.seq(o.value).is_some() {
+                        return m.seq_output(o.value);
+                    }
                     let s = m.graph.shape(o.value);
                     if s.is_dynamic() {
                         let root = format_ident!("__dyn{}", m.dyn_index(m.graph.alias_root(o.value)));
@@ -1368,7 +1434,9 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 /// (with several precompiled shapes, the chosen variant's
                 /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
                 /// the outputs borrow from it. Allocates nothing.
-                pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                #[allow(clippy::too_many_arguments)]
+                pub fn run_in<'a, #(#generics),*>(&self, arena: &'a mut [u8], #(#params),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                    #prelude
                     #run_in_body
                 }
         }
@@ -1435,7 +1503,9 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 }
 
                 /// Runs the network in the model's own arena. Allocates nothing.
-                pub fn run<#(#input_tys: ?Sized + ::kiln::__private::AsInput<#input_elems>),*>(&mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
+                #[allow(clippy::too_many_arguments)]
+                pub fn run<#(#generics),*>(&mut self, #(#params),*) -> ::core::result::Result<#out_ty_self, ::kiln::__private::Error> {
+                    #prelude
                     #run_body
                 }
 

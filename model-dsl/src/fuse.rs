@@ -139,6 +139,9 @@ pub fn fuse(g: &Graph) -> Graph {
             o.arg_locs.clone(),
             o.decl,
         );
+        if let Some(op) = out.ops.last_mut() {
+            op.in_place = o.in_place;
+        }
         for (old, new) in o.results.iter().zip(results) {
             out.values[new.index()].name = g.values[old.index()].name.clone();
             map[old.index()] = Some(new);
@@ -163,6 +166,19 @@ pub fn fuse(g: &Graph) -> Graph {
         .into_iter()
         .map(|t| t.expect("every kept value comes from a typed one"))
         .collect();
+    // Sequences name their elements' values: renumber them like everything else.
+    let mut seqs = vec![None; out.values.len()];
+    for (old, new) in map.iter().enumerate() {
+        if let (Some(new), Some(s)) = (new, g.seq(ValueId(old as u32))) {
+            let mut s = s.clone();
+            for e in &mut s.elems {
+                e.base = map[subst[e.base.index()].index()]
+                    .expect("elements are kept with their sequence");
+            }
+            seqs[new.index()] = Some(s);
+        }
+    }
+    out.seqs = seqs;
     out.outputs = g
         .outputs
         .iter()

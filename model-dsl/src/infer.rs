@@ -15,9 +15,11 @@
 use crate::contract::{conv3d_scratch, conv_scratch};
 use crate::diag::{plural, Errors, Loc};
 use crate::ir::{
-    as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, Shape,
-    ValueId,
+    as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, SeqVal,
+    Shape, ValueId,
 };
+
+mod seq;
 
 /// The most bytes a network's tensors may take all together: inputs, every op's result and
 /// scratch, and the parameters, each rounded up to the planner's 64-byte alignment as if nothing
@@ -36,6 +38,7 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         binding,
         runs: 0,
         types: vec![None; g.values.len()],
+        seqs: vec![None; g.values.len()],
         errors,
         bytes: 0,
     };
@@ -71,6 +74,16 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
     }
     let mut resolved = Vec::with_capacity(g.ops.len());
     for op in &g.ops {
+        if op.kind.is_seq() {
+            let (kind, shape, seq) = match cx.seq_op(op) {
+                Some((kind, shape, seq)) => (kind, Some(shape), seq),
+                None => (op.kind.clone(), None, None),
+            };
+            cx.types[op.result().index()] = shape;
+            cx.seqs[op.result().index()] = seq;
+            resolved.push(kind);
+            continue;
+        }
         let (kind, shapes) = match cx.op(op) {
             Some((kind, shapes)) => (kind, shapes.into_iter().map(Some).collect()),
             None => (op.kind.clone(), vec![None; op.results.len()]),
@@ -84,6 +97,20 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         let Some(actual) = cx.types[o.value.index()].clone() else {
             continue;
         };
+        if let Some(s) = &cx.seqs[o.value.index()] {
+            if !o.seq {
+                let msg = format!("this output is a sequence ({}); declare it `seq<...>`, or return its elements with `at(s, i)` or `concat_from_seq`", s.type_text());
+                cx.error(o.ty_loc, msg);
+            } else if let Some(msg) = seq_output_mismatch(&o.ty, s, binding) {
+                cx.error(o.ty_loc, msg);
+            }
+            continue;
+        }
+        if o.seq {
+            let msg = format!("output type is a sequence but the network computes {actual}; make one with `seq_construct(...)`");
+            cx.error(o.ty_loc, msg);
+            continue;
+        }
         // `?` in the declared type stands for a size known only at run time.
         let declared: Vec<Option<usize>> =
             o.ty.dims
@@ -124,6 +151,7 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
         return None;
     }
     let mut typed = g.clone();
+    typed.seqs = cx.seqs;
     // A value can stay untyped without an error of this pass only when the front end reported
     // one (an input whose size has no value); the pipeline stops on those errors.
     typed.types = cx.types.into_iter().collect::<Option<Vec<_>>>()?;
@@ -135,14 +163,94 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
     // squeeze, a transpose that moves nothing) gets copied there.
     for i in 0..typed.outputs.len() {
         let (v, at) = (typed.outputs[i].value, typed.outputs[i].ty_loc);
+        if typed.outputs[i].seq {
+            typed.outputs[i].value = seq_output(&mut typed, v, at);
+            continue;
+        }
         if typed.is_external(v) {
             let shape = typed.shape(v).clone();
             let copy = typed.add_op(OpKind::Copy, vec![v], 1, at, vec![at], None)[0];
             typed.types.push(shape);
+            typed.seqs.push(None);
             typed.outputs[i].value = copy;
         }
     }
     Some(typed)
+}
+
+/// Why a returned sequence does not have its declared type, if it does not: the element dtype,
+/// each declared size against the element super type's (`?` matches anything), and the order
+/// must be known at compile time.
+fn seq_output_mismatch(
+    ty: &crate::ir::TensorType,
+    s: &SeqVal,
+    binding: &[usize],
+) -> Option<String> {
+    if s.run_order || s.run_sizes {
+        return Some(format!("this output is a sequence whose order or sizes are decided at run time ({}); a returned sequence needs them at compile time", s.type_text()));
+    }
+    let sup = s.super_dims();
+    let fits = ty.dtype == s.dtype
+        && match &sup {
+            None => s.elems.is_empty(),
+            Some(d) => {
+                d.len() == ty.dims.len()
+                    && ty.dims.iter().zip(d).all(|(want, got)| match want {
+                        crate::ir::Dim::Any => true,
+                        crate::ir::Dim::Known(n) => *got == Some(*n),
+                        crate::ir::Dim::Sym(k) => binding.get(k.index()).copied() == *got,
+                    })
+            }
+        };
+    (!fits).then(|| {
+        let dims: Vec<String> = ty
+            .dims
+            .iter()
+            .map(|d| match d {
+                crate::ir::Dim::Known(n) => n.to_string(),
+                _ => "?".to_string(),
+            })
+            .collect();
+        format!(
+            "output type is seq<tensor<{}[{}]>> but the network computes {}",
+            ty.dtype,
+            dims.join(","),
+            s.type_text()
+        )
+    })
+}
+
+/// A returned sequence as a fresh `seq_construct` of whole tensors in the arena (the caller
+/// borrows them): each element is taken with `at` (a view) and copied when it is an input's
+/// bytes. Returns the new output value.
+fn seq_output(g: &mut Graph, v: ValueId, at: Loc) -> ValueId {
+    let Some(s) = g.seq(v).cloned().filter(|s| !s.elems.is_empty()) else {
+        return v;
+    };
+    let mut elems = Vec::with_capacity(s.len);
+    for (j, e) in s.elems.iter().enumerate() {
+        let kind = OpKind::SeqAt {
+            at: crate::ir::Pos::Static(j as i64),
+        };
+        let mut x = g.add_op(kind, vec![v], 1, at, vec![at], None)[0];
+        g.types.push(e.shape.clone());
+        g.seqs.push(None);
+        if g.is_external(x) {
+            x = g.add_op(OpKind::Copy, vec![x], 1, at, vec![at], None)[0];
+            g.types.push(e.shape.clone());
+            g.seqs.push(None);
+        }
+        elems.push(crate::ir::Elem {
+            base: x,
+            offset: 0,
+            shape: e.shape.clone(),
+        });
+    }
+    let args = elems.iter().map(|e| e.base).collect();
+    let out = g.add_op(OpKind::SeqConstruct, args, 1, at, vec![], None)[0];
+    g.types.push(Shape::tensor(s.dtype, vec![]));
+    g.seqs.push(Some(SeqVal { elems, ..s }));
+    out
 }
 
 struct Infer<'a, 'e> {
@@ -151,6 +259,8 @@ struct Infer<'a, 'e> {
     /// Run-time size variables handed out so far.
     runs: u32,
     types: Vec<Option<Shape>>,
+    /// Per value: the sequence it is, if it is one.
+    seqs: Vec<Option<SeqVal>>,
     errors: &'e mut Errors,
     /// Bytes claimed so far against [`MAX_BYTES`].
     bytes: usize,
@@ -202,6 +312,14 @@ impl Infer<'_, '_> {
             .map(|a| self.shape(*a).cloned())
             .collect::<Option<_>>()?;
         let name = op.kind.name();
+        if let Some(i) = op.args.iter().position(|a| self.seqs[a.index()].is_some()) {
+            let s = self.seqs[op.args[i].index()]
+                .as_ref()
+                .map(SeqVal::type_text);
+            let msg = format!("{name}: this argument is a sequence ({}), not a tensor; take an element with `at(s, i)` or join them with `concat_from_seq`", s.unwrap_or_default());
+            self.error(op.arg_loc(i), msg);
+            return None;
+        }
         if let OpKind::Constant(_) = op.kind {
             let out = Shape::tensor(crate::ir::DType::F32, vec![]);
             self.claim(op.loc, format_args!("{name}: the output {out}"), &out)?;
@@ -933,6 +1051,43 @@ impl Infer<'_, '_> {
                     );
                     return None;
                 }
+                return Some((kind, vec![out]));
+            }
+            OpKind::SeqEmpty(_)
+            | OpKind::SeqConstruct
+            | OpKind::SeqInsert { .. }
+            | OpKind::SeqErase { .. }
+            | OpKind::SeqAt { .. }
+            | OpKind::SeqLen
+            | OpKind::SplitToSeq { .. }
+            | OpKind::ConcatFromSeq { .. } => unreachable!("sequence ops have their own rules"),
+            OpKind::View { ty, offset } => {
+                let offset = *offset;
+                // DeclBuffer's rule: a view fits in its buffer and keeps its element type.
+                let Some(mut out) = ty.bind(self.binding) else {
+                    self.error(decl, "view: the view's sizes must be numbers");
+                    return None;
+                };
+                if out.dtype != x.dtype {
+                    self.error(decl, format!("view: {out} would read {x}'s {} values as {}; a view keeps its buffer's dtype ({}) in kiln", x.dtype, out.dtype, x.dtype));
+                    return None;
+                }
+                let count = out.dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+                let end = count.and_then(|c| offset.checked_add(c));
+                if end.is_none_or(|e| e > x.elements()) {
+                    let name = self.name_of(op.args[0]);
+                    self.error(decl, format!("view: {out} at offset {offset} needs elements {offset}..{} but its buffer `{name}` is {x}, {} elements", end.map_or("overflow".to_string(), |e| e.to_string()), x.elements()));
+                    self.error(
+                        op.arg_loc(0),
+                        format!("view: `{name}` ({x}) is the buffer the view does not fit"),
+                    );
+                    return None;
+                }
+                if !(offset * x.dtype.size()).is_multiple_of(4) {
+                    self.error(decl, format!("view: offset {offset} of {} values does not start on a 4-byte boundary", x.dtype));
+                    return None;
+                }
+                out.kind = Kind::Tensor;
                 return Some((kind, vec![out]));
             }
             OpKind::Pad { pad, .. } => {

@@ -57,13 +57,48 @@ pub struct Planned {
     pub slot: Vec<Option<usize>>,
     /// Per op: its index in `problem.scratch`, if it needs scratch.
     pub scratch: Vec<Option<usize>>,
+    /// The concatenations that copy nothing (codegen emits no code for them).
+    pub free: FreeConcats,
 }
 
 pub fn problem(g: &Graph) -> Planned {
+    problem_with(g, free_concats(g))
+}
+
+/// The problem with every concatenation copying its parts (see [`free_concats`]): a free
+/// concatenation keeps its parts' bytes from the first part's step to the result's last use,
+/// which can cost more than the copy saves, so the driver plans both and keeps the smaller.
+pub fn problem_copying(g: &Graph) -> Planned {
+    let none = FreeConcats {
+        concats: Vec::new(),
+        part: vec![None; g.values.len()],
+    };
+    problem_with(g, none)
+}
+
+fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
     let mut slot = vec![None; g.values.len()];
     let mut values: Vec<ValueReq> = Vec::new();
+    // Per free concatenation (indexed like `free.concats`): the problem index of its buffer.
+    let mut buffer: Vec<Option<usize>> = vec![None; free.concats.len()];
     for (i, v) in g.values.iter().enumerate() {
         let id = ValueId(i as u32);
+        // The first part of a free concatenation: its buffer comes first, written (by the
+        // parts' producers) from this part's step on.
+        if let (Some((k, _)), Producer::Op { op, .. }) = (free.part[i], v.producer) {
+            if buffer[k].is_none() {
+                let result = free.concats[k];
+                buffer[k] = Some(values.len());
+                values.push(ValueReq {
+                    name: format!("%{} buffer", result.0),
+                    bytes: g.shape(result).bytes(),
+                    def: op.index(),
+                    uses: Vec::new(),
+                    is_output: false,
+                    kind: ValueKind::Arena { reuse: Vec::new() },
+                });
+            }
+        }
         let name = match &v.name {
             Some(n) => format!("%{i} {n}"),
             None => format!("%{i}"),
@@ -75,24 +110,64 @@ pub fn problem(g: &Graph) -> Planned {
             Producer::Input(_) => (0, ValueKind::External, format!("{name} (input)")),
             Producer::Op { op, .. } => {
                 let o = g.op(op);
-                let kind = if g.is_external(id) {
+                let kind = if let Some(s) = g.seq(id).filter(|_| !g.split_copies(id)) {
+                    // A sequence holds the arena tensors its elements are (escape analysis).
+                    let mut members: Vec<usize> = Vec::new();
+                    for e in &s.elems {
+                        match slot[e.base.index()] {
+                            Some(m) if !g.is_external(e.base) && !members.contains(&m) => {
+                                members.push(m)
+                            }
+                            _ => {}
+                        }
+                    }
+                    ValueKind::Seq { members }
+                } else if let Some((k, offset)) = free.part[i] {
+                    // Written straight into the concatenation's buffer.
+                    ValueKind::Member {
+                        of: buffer[k].expect("the buffer precedes its parts"),
+                        offset,
+                    }
+                } else if let Some(k) = free.concats.iter().position(|&c| c == id) {
+                    // The parts are already in place: the result is the buffer, no copy.
+                    ValueKind::Alias {
+                        of: buffer[k].expect("the buffer precedes the result"),
+                    }
+                } else if g.is_external(id) {
                     ValueKind::External
+                } else if let OpKind::View { offset, .. } = o.kind {
+                    ValueKind::Member {
+                        of: slot[o.args[0].index()].expect("views view arena values"),
+                        offset: offset * g.shape(id).dtype.size(),
+                    }
+                } else if let Some(e) = g.seq_view(id) {
+                    ValueKind::Member {
+                        of: slot[e.base.index()].expect("sequence elements are arena values"),
+                        offset: e.offset * e.shape.dtype.size(),
+                    }
                 } else if o.kind.is_alias() {
                     ValueKind::Alias {
                         of: slot[o.args[0].index()].expect("aliases view arena values"),
                     }
                 } else {
                     ValueKind::Arena {
-                        reuse: reuse_candidates(g, o, &slot),
+                        reuse: reuse_candidates(g, o, &slot, &values),
                     }
                 };
-                (op.index(), kind, format!("{name} = {}", o.kind.name()))
+                let why = copy_reason(g, id).map_or(String::new(), |r| format!(" ({r})"));
+                (op.index(), kind, format!("{name} = {}{why}", o.kind.name()))
             }
         };
         slot[i] = Some(values.len());
+        let bytes = match &kind {
+            ValueKind::Seq { .. } => 0,
+            // A `split_to_seq` that copies keeps its pieces in a buffer of its input's size.
+            _ if g.split_copies(id) => g.shape(g.op_args(id)[0]).bytes(),
+            _ => g.shape(id).bytes(),
+        };
         values.push(ValueReq {
             name,
-            bytes: g.shape(id).bytes(),
+            bytes,
             def,
             uses: Vec::new(),
             is_output: false,
@@ -133,7 +208,104 @@ pub fn problem(g: &Graph) -> Planned {
         },
         slot,
         scratch: scratch_of,
+        free,
     }
+}
+
+/// Why an op that only moves bytes copies them, for the printed plan: the cases where a copy
+/// is truly needed.
+fn copy_reason(g: &Graph, v: ValueId) -> Option<&'static str> {
+    let op = g.producer_op(v)?;
+    match op.kind {
+        OpKind::Copy => Some("an output is borrowed from the arena, and this is an input's bytes"),
+        OpKind::SeqAt { .. } if g.seq_view(v).is_none() => {
+            Some("copied: the element is chosen at run time")
+        }
+        OpKind::SplitToSeq { .. } if g.split_copies(v) => {
+            Some("pieces copied: they are not runs of the input's bytes")
+        }
+        _ => None,
+    }
+}
+
+/// Concatenations that cost nothing: the producers of the parts write straight into the
+/// result's buffer (a "member at offset k of a larger buffer"), and the concat op itself emits
+/// no code.
+#[derive(Debug, Default)]
+pub struct FreeConcats {
+    /// The result of each free concatenation.
+    pub concats: Vec<ValueId>,
+    /// Per graph value: the free concatenation it is a part of and its byte offset there.
+    pub part: Vec<Option<(usize, usize)>>,
+}
+
+/// Which `concat`s and `concat_from_seq`s can be free. Legal when the result is contiguous per
+/// part (every size before the axis is 1) and every part is a whole tensor that an op writes
+/// into storage of its own: not an input, parameter or view (reshape, sequence element), not
+/// an output, not dynamic, in no other free concatenation, listed once, 4-byte aligned in the
+/// result, and not produced from another part (whose bytes its op would then both read and
+/// write, which codegen would take for an in-place op).
+pub fn free_concats(g: &Graph) -> FreeConcats {
+    let mut free = FreeConcats {
+        concats: Vec::new(),
+        part: vec![None; g.values.len()],
+    };
+    let outputs: Vec<ValueId> = g.outputs.iter().map(|o| o.value).collect();
+    for op in &g.ops {
+        let (axis, parts): (usize, Vec<ValueId>) = match &op.kind {
+            OpKind::Concat { axis } => (*axis as usize, op.args.clone()),
+            OpKind::ConcatFromSeq { axis, .. } => {
+                let Some(s) = g.seq(op.args[0]).filter(|s| !s.run_order && !s.run_sizes) else {
+                    continue;
+                };
+                let whole = s
+                    .elems
+                    .iter()
+                    .all(|e| e.offset == 0 && e.shape.elements() == g.shape(e.base).elements());
+                if !whole || g.seq(s.elems[0].base).is_some() {
+                    continue;
+                }
+                (*axis as usize, s.elems.iter().map(|e| e.base).collect())
+            }
+            _ => continue,
+        };
+        let y = g.shape(op.result());
+        if y.is_dynamic() || y.dims[..axis].iter().product::<usize>() != 1 {
+            continue;
+        }
+        let mut offsets = Vec::with_capacity(parts.len());
+        let mut at = 0usize;
+        let ok = parts.iter().enumerate().all(|(j, &p)| {
+            let Some(producer) = g.producer_op(p) else {
+                return false;
+            };
+            let fits = !parts[..j].contains(&p)
+                && free.part[p.index()].is_none()
+                && !outputs.contains(&p)
+                && !g.is_external(p)
+                && !producer.kind.is_alias()
+                && !producer.kind.is_seq()
+                && !g.ops.iter().any(|o| o.in_place && o.args[0] == p)
+                && !g.shape(p).is_dynamic()
+                && at.is_multiple_of(4)
+                && producer
+                    .args
+                    .iter()
+                    .all(|a| !parts.contains(&g.alias_root(*a)));
+            offsets.push(at);
+            at += g.shape(p).bytes();
+            fits
+        });
+        if !ok {
+            continue;
+        }
+        let k = free.concats.len();
+        free.concats.push(op.result());
+        for (&p, off) in parts.iter().zip(offsets) {
+            free.part[p.index()] = Some((k, off));
+        }
+    }
+    free
 }
 
 /// The arguments an op reads elementwise (the ones its result may overwrite): the data
@@ -159,11 +331,16 @@ pub fn table_binary(out: &crate::ir::Shape) -> bool {
 
 /// Inputs whose bytes the op's result may take over when they die here: same shape as the
 /// result and read elementwise.
-fn reuse_candidates(g: &Graph, op: &Op, slot: &[Option<usize>]) -> Vec<usize> {
+fn reuse_candidates(g: &Graph, op: &Op, slot: &[Option<usize>], values: &[ValueReq]) -> Vec<usize> {
     let out = g.shape(op.result());
     let mut seen = Vec::new();
     for a in elementwise_args(g, op) {
         let Some(s) = slot[a.index()] else { continue };
+        // A member view sits inside a larger buffer; the in-place result would be placed at
+        // the buffer's start, not at the member's bytes.
+        if matches!(values[s].kind, ValueKind::Member { .. }) {
+            continue;
+        }
         // `add(x, x)` can't be in place: the kernel would need the same bytes as `&mut` and `&`.
         if g.shape(*a) == out
             && !seen.contains(&s)

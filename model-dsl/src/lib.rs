@@ -10,8 +10,10 @@
 //!
 //! Modules import only from lower layers: (1) `diag`, `contract`, `syntax`, `plan`,
 //! `safetensors`; (2) `ir`, `verify`; (3) the passes `infer`, `fuse`, `weights`, `layout`;
-//! (4) `front`, `codegen`; (5) this file, the driver (ARCHITECTURE.md has the details).
+//! (4) `alias` (on `layout`), `front`, `codegen`; (5) this file, the driver (ARCHITECTURE.md
+//! has the details).
 
+pub mod alias;
 pub mod codegen;
 pub mod contract;
 pub mod diag;
@@ -126,6 +128,9 @@ pub fn compile(
     let base_dir = base_dir
         .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
         .unwrap_or_default();
+    for (_, g) in &typed {
+        alias::check(g, &mut errors);
+    }
     let weights = match (&lowered.weights_file, typed.first()) {
         (Some(lit), Some((_, g))) if errors.is_empty() => {
             let at = lowered.spans.at(lit.span());
@@ -152,10 +157,34 @@ pub fn compile(
                 &ir::print::print(&graph),
             ));
         }
-        let planned = layout::problem(&graph);
-        let plan = plan::plan(&planned.problem);
+        // Free concatenations when they make the arena no larger (ties: fewer copies).
+        let mut planned = layout::problem(&graph);
+        let mut plan = plan::plan(&planned.problem);
+        if !planned.free.concats.is_empty() {
+            let copying = layout::problem_copying(&graph);
+            let alt = plan::plan(&copying.problem);
+            if alt.arena_bytes < plan.arena_bytes {
+                (planned, plan) = (copying, alt);
+            }
+        }
         if let Err(msg) = verify::verify(&planned.problem, &plan) {
             return Err(internal_error(&msg, &plan.render(&planned.problem)));
+        }
+        // Declared in-place ops were proven safe; the planner must have honoured them.
+        for op in graph.ops.iter().filter(|o| o.in_place) {
+            let root = |v: ir::ValueId| match planned.slot[v.index()].map(|s| &plan.values[s]) {
+                Some(plan::ValuePlacement::Arena(p)) => p.root,
+                _ => None,
+            };
+            if root(op.result()).is_none() || root(op.result()) != root(op.args[0]) {
+                return Err(internal_error(
+                    &format!(
+                        "the declared in-place {} was not planned in place",
+                        op.kind.name()
+                    ),
+                    &plan.render(&planned.problem),
+                ));
+            }
         }
         let layout = layout::param_layout(&graph);
         match &params {

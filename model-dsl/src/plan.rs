@@ -13,9 +13,12 @@
 //! 1. **Live ranges.** A value written at step `d` and last read at step `u` occupies the
 //!    inclusive range `[d, u]`; an output stays live to `steps` (one past the last op, "the
 //!    caller reads it"); a value nobody reads still occupies `[d, d]` because the op writes it.
+//!    **Escape:** a value a sequence holds ([`ValueKind::Seq`]) stays live at least until the
+//!    sequence's own last use.
 //!    Two ranges conflict iff they intersect, so an op's inputs and its output never share bytes
 //!    unless an alias or in-place reuse says so.
-//! 2. **Storage groups.** First every alias is unioned with its source (transitively), giving
+//! 2. **Storage groups.** First every alias (and every member view, [`ValueKind::Member`], which
+//!    is placed at its source's offset plus its own) is unioned with its source (transitively), giving
 //!    *alias classes*; a class rooted at an external value is external as a whole. Then, in
 //!    value order, each arena value tries its in-place candidates in preference order and takes
 //!    over the group of the first usable one: the candidate is in the arena, is not an output,
@@ -88,6 +91,15 @@ pub enum ValueKind {
     Alias { of: usize },
     /// Lives outside the arena (a model input or a parameter). Never planned.
     External,
+    /// A view of `bytes` at byte `offset` of value `of`'s bytes (an element of a sequence
+    /// taken with a static `at`: no copy). Like an alias it has no storage of its own and
+    /// extends the lifetime of `of`'s storage; `offset + bytes <= of`'s bytes, and `offset` is a
+    /// multiple of 4 (the arena's unit) but not necessarily of [`ALIGN`].
+    Member { of: usize, offset: usize },
+    /// A sequence: no bytes of its own, but it *holds* `members` (earlier values whose bytes
+    /// are its elements). Escape: a member's storage stays live until the last use of every
+    /// sequence holding it, not just its own last read. Never planned (placed `External`).
+    Seq { members: Vec<usize> },
 }
 
 /// Temporary bytes an op needs only while it runs (im2col buffers etc).
@@ -190,15 +202,27 @@ pub fn plan(problem: &Problem) -> Plan {
         })
         .collect();
 
+    // Escape: a sequence keeps its members alive until its own last use. Sequences list all
+    // the tensors they hold (an `insert` result lists its input sequence's members too) and
+    // members are earlier values, so one pass from the last value back extends every range.
+    let mut own_last = own_last;
+    for i in (0..n).rev() {
+        if let ValueKind::Seq { members } = &problem.values[i].kind {
+            for &m in members.iter().filter(|&&m| m < i) {
+                own_last[m] = own_last[m].max(own_last[i]);
+            }
+        }
+    }
+
     // Alias classes. `class[i]` is the value owning i's storage before any in-place decision, or
     // None when i is external. Aliases must point backwards; one that does not is given storage
     // of its own here (and reported by the verifier) so that a cycle cannot loop forever.
     let mut class: Vec<Option<usize>> = Vec::with_capacity(n);
     for (i, v) in problem.values.iter().enumerate() {
         let c = match v.kind {
-            ValueKind::External => None,
-            ValueKind::Alias { of } if of < i => class[of],
-            ValueKind::Alias { .. } | ValueKind::Arena { .. } => Some(i),
+            ValueKind::External | ValueKind::Seq { .. } => None,
+            ValueKind::Alias { of } | ValueKind::Member { of, .. } if of < i => class[of],
+            ValueKind::Alias { .. } | ValueKind::Member { .. } | ValueKind::Arena { .. } => Some(i),
         };
         class.push(c);
     }
@@ -322,9 +346,19 @@ pub fn plan(problem: &Problem) -> Plan {
                 let root = find(&mut parent, c);
                 // Every class root has a group, so the slot exists; fall back to External rather
                 // than panic should that ever break (the verifier would then object).
+                // A member sits `offset` bytes into what it views (members of members add up).
+                let mut shift = 0usize;
+                let mut at = i;
+                while let ValueKind::Member { of, offset } = problem.values[at].kind {
+                    if of >= at {
+                        break;
+                    }
+                    shift = shift.saturating_add(offset);
+                    at = of;
+                }
                 match slot_of_root[root] {
                     Some(slot) => ValuePlacement::Arena(Placement {
-                        offset: offsets[slot],
+                        offset: offsets[slot].saturating_add(shift),
                         bytes: problem.values[i].bytes,
                         first: all[slot].first,
                         last: all[slot].last,
@@ -488,8 +522,18 @@ impl Plan {
                     let _ = writeln!(out, "  {label:<width$}  (no placement)");
                 }
                 Some(ValuePlacement::External) => {
-                    let what = match req.kind {
-                        ValueKind::Alias { of } => format!("external (alias of {})", name(of)),
+                    let what = match &req.kind {
+                        ValueKind::Alias { of } => format!("external (alias of {})", name(*of)),
+                        ValueKind::Member { of, offset } => {
+                            format!("external (member at byte {offset} of {})", name(*of))
+                        }
+                        ValueKind::Seq { members } if members.is_empty() => {
+                            "sequence, holds no arena tensor".to_string()
+                        }
+                        ValueKind::Seq { members } => {
+                            let m: Vec<String> = members.iter().map(|&m| name(m)).collect();
+                            format!("sequence, holds {} (kept live)", m.join(", "))
+                        }
                         _ => "external".to_string(),
                     };
                     let _ = writeln!(
@@ -506,6 +550,10 @@ impl Plan {
                         (ValueKind::Alias { of }, Some(r)) => {
                             format!("alias of {}, storage of {}", name(*of), name(r))
                         }
+                        (ValueKind::Member { of, offset }, _) => {
+                            format!("member at byte {offset} of {} (no copy)", name(*of))
+                        }
+                        (ValueKind::Seq { .. }, _) => "sequence placed in arena!".to_string(),
                         (_, Some(r)) if r == i => "own".to_string(),
                         (ValueKind::Arena { .. }, Some(r)) => {
                             format!("in-place, storage of {}", name(r))

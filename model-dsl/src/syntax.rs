@@ -127,6 +127,10 @@ pub struct TypeExpr {
     pub dtype: Dtype,
     pub spatial: Option<Vec<Num>>,
     pub batch: Option<Num>,
+    /// `seq<...>` around it: a sequence of tensors of this type.
+    pub seq: bool,
+    /// `seq<..., N>`: the length of a sequence input.
+    pub seq_len: Option<Num>,
     /// The first token (`fm`/`vec`) and the last (`>`): errors about the whole type underline
     /// the range (`Span::join` is not available to proc macros on stable).
     pub span: Span,
@@ -634,6 +638,26 @@ impl Parse for TypeExpr {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let head: Ident = input.parse()?;
         let kind = match head.to_string().as_str() {
+            "seq" => {
+                input.parse::<Token![<]>()?;
+                let mut inner: TypeExpr = input.parse()?;
+                if inner.seq {
+                    return Err(inner.error("sequences do not nest"));
+                }
+                if input.peek(Token![,]) {
+                    input.parse::<Token![,]>()?;
+                    let lit: LitInt = input.parse()?;
+                    inner.seq_len = Some(Num {
+                        value: lit.base10_parse()?,
+                        span: lit.span(),
+                    });
+                }
+                let close = input.parse::<Token![>]>()?;
+                inner.seq = true;
+                inner.span = head.span();
+                inner.end = close.span;
+                return Ok(inner);
+            }
             "fm" => TypeKind::Fm,
             "vec" => TypeKind::Vec,
             "tensor" => return parse_tensor_type(head, input),
@@ -691,6 +715,8 @@ impl Parse for TypeExpr {
         }
         let close = input.parse::<Token![>]>()?;
         Ok(TypeExpr {
+            seq: false,
+            seq_len: None,
             kind,
             layout,
             dims: Vec::new(),
@@ -801,6 +827,8 @@ fn parse_tensor_type(head: Ident, input: ParseStream) -> syn::Result<TypeExpr> {
     }
     let close = input.parse::<Token![>]>()?;
     Ok(TypeExpr {
+        seq: false,
+        seq_len: None,
         kind: TypeKind::Tensor,
         layout: None,
         dims,

@@ -6,7 +6,9 @@
 //! liveness a different way: the planner takes each value's range from its definition and its
 //! uses directly, while the verifier scans the steps backwards keeping the set of live values
 //! (an output is live at the end; a read makes a value live; its definition is the earliest step
-//! it is live), then reads each value's range off those sets.
+//! it is live), then reads each value's range off those sets. A live sequence makes every
+//! member it holds live at the same step (escape), so freeing an element early shows up as
+//! two live values sharing bytes.
 //!
 //! What is checked, in order:
 //! 1. The problem is well formed: every arena value is written at a step `< steps` and read only
@@ -114,7 +116,16 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
     for (i, v) in values.iter().enumerate() {
         let class = match &v.kind {
             ValueKind::External => None,
-            ValueKind::Alias { of } => {
+            ValueKind::Seq { members } => {
+                if let Some(&m) = members.iter().find(|&&m| m >= i) {
+                    return Err(format!(
+                        "sequence {} holds value #{m}, which is not an earlier value",
+                        name(i)
+                    ));
+                }
+                None
+            }
+            ValueKind::Alias { of } | ValueKind::Member { of, .. } => {
                 if *of >= i {
                     return Err(format!(
                         "{} is an alias of value #{of}, which is not an earlier value",
@@ -151,7 +162,7 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
                 v.def
             ));
         }
-        if let ValueKind::Alias { of } = v.kind {
+        if let ValueKind::Alias { of } | ValueKind::Member { of, .. } = v.kind {
             if v.def < values[of].def {
                 return Err(format!(
                     "alias {} is defined at step {}, before its source {} (step {})",
@@ -174,20 +185,43 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
 
     // Liveness by a backward scan over the steps. `live` is the set of values live at the
     // current step; a value's range is read off as the lowest and highest step it was seen at.
+    // Sequences are tracked too, though they have no bytes: while a sequence is live, so is
+    // every member it holds (escape), whatever the member's own reads say.
+    let tracked = |i: usize| owner[i].is_some() || matches!(values[i].kind, ValueKind::Seq { .. });
+    for (i, v) in values.iter().enumerate() {
+        if let ValueKind::Seq { .. } = v.kind {
+            if v.def >= steps || v.uses.iter().any(|&u| u <= v.def || u >= steps) {
+                return Err(format!(
+                    "sequence {} is written at step {} and read at steps {:?}, outside 0..{steps} or not after its write",
+                    name(i),
+                    v.def,
+                    v.uses
+                ));
+            }
+        }
+    }
     let mut written_at: Vec<Vec<usize>> = vec![Vec::new(); steps];
     let mut read_at: Vec<Vec<usize>> = vec![Vec::new(); steps];
     for (i, v) in values.iter().enumerate() {
-        if owner[i].is_some() {
+        if tracked(i) {
             written_at[v.def].push(i);
             for &u in &v.uses {
                 read_at[u].push(i);
             }
         }
     }
-    let mut live: Vec<bool> = (0..n)
-        .map(|i| owner[i].is_some() && values[i].is_output)
-        .collect();
+    let mut live: Vec<bool> = (0..n).map(|i| tracked(i) && values[i].is_output).collect();
     let mut range: Vec<Option<(usize, usize)>> = vec![None; n];
+    let hold = |live: &mut [bool]| {
+        for (i, v) in values.iter().enumerate() {
+            if let (true, ValueKind::Seq { members }) = (live[i], &v.kind) {
+                for &m in members {
+                    live[m] = true;
+                }
+            }
+        }
+    };
+    hold(&mut live);
     note(&live, steps, &mut range);
     for s in (0..steps).rev() {
         // Whatever step s + 1 writes did not exist before it.
@@ -199,6 +233,7 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
         for &i in read_at[s].iter().chain(&written_at[s]) {
             live[i] = true;
         }
+        hold(&mut live);
         note(&live, s, &mut range);
     }
 
@@ -209,10 +244,12 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
             plan.arena_bytes
         ));
     }
-    let within = |what: &str, p: &Placement| -> Result<(usize, usize), String> {
-        if !p.offset.is_multiple_of(ALIGN) {
+    let within = |what: &str, p: &Placement, member: bool| -> Result<(usize, usize), String> {
+        // A member view starts inside its source's bytes, at a multiple of the arena's unit.
+        let align = if member { 4 } else { ALIGN };
+        if !p.offset.is_multiple_of(align) {
             return Err(format!(
-                "{what} is at offset {}, which is not a multiple of {ALIGN}",
+                "{what} is at offset {}, which is not a multiple of {align}",
                 p.offset
             ));
         }
@@ -245,7 +282,7 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
         };
         placed.push(p);
         let Some(p) = p else { continue };
-        within(name(i), p)?;
+        within(name(i), p, matches!(v.kind, ValueKind::Member { .. }))?;
         if p.bytes != v.bytes {
             return Err(format!(
                 "{} is {} bytes but its placement says {}",
@@ -254,11 +291,15 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
                 p.bytes
             ));
         }
-        if let ValueKind::Alias { of } = v.kind {
+        if let ValueKind::Alias { of } | ValueKind::Member { of, .. } = v.kind {
+            let (shift, what) = match v.kind {
+                ValueKind::Member { offset, .. } => (offset, "member"),
+                _ => (0, "alias"),
+            };
             let src = &values[of];
-            if v.bytes > src.bytes {
+            if shift.checked_add(v.bytes).is_none_or(|end| end > src.bytes) {
                 return Err(format!(
-                    "alias {} ({} bytes) does not fit in its source {} ({} bytes)",
+                    "{what} {} ({} bytes at byte {shift}) does not fit in its source {} ({} bytes)",
                     name(i),
                     v.bytes,
                     name(of),
@@ -267,9 +308,9 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
             }
             // The source is in the same class, so it was placed above.
             if let Some(q) = placed[of] {
-                if q.offset != p.offset {
+                if q.offset.checked_add(shift) != Some(p.offset) {
                     return Err(format!(
-                        "alias {} is at offset {} but its source {} is at offset {}",
+                        "{what} {} is at offset {} but its source {} is at offset {} (+{shift})",
                         name(i),
                         p.offset,
                         name(of),
@@ -282,7 +323,7 @@ fn check(problem: &Problem, plan: &Plan) -> Result<(), String> {
     let mut scratch_bytes: Vec<(usize, usize)> = Vec::with_capacity(plan.scratch.len());
     for (req, p) in problem.scratch.iter().zip(&plan.scratch) {
         let what = format!("scratch of step {}", req.step);
-        scratch_bytes.push(within(&what, p)?);
+        scratch_bytes.push(within(&what, p, false)?);
         if p.bytes != req.bytes || p.first != req.step || p.last != req.step || p.root.is_some() {
             return Err(format!("{what} ({} bytes) has placement {p:?}", req.bytes));
         }
@@ -1113,5 +1154,66 @@ mod tests {
             let _ = plan.render(&p);
         }
         assert!(rejected > 1000, "only {rejected} rejections");
+    }
+
+    /// `a = op(x)` @0, `s = seq_construct(a)` @1, `z = op(x)` @2, `y = op(s, z)` @3 (say a
+    /// `concat_from_seq`): `a`'s last own read is @1, but the sequence holding it is read @3.
+    fn escaping(members: &[usize]) -> Problem {
+        let mut y = v("%4 y", 256, 3, &[], own(&[]));
+        y.is_output = true;
+        Problem {
+            steps: 4,
+            values: vec![
+                v("%0 x", 256, 0, &[0, 2], ValueKind::External),
+                v("%1 a", 256, 0, &[1], own(&[])),
+                v(
+                    "%2 s",
+                    0,
+                    1,
+                    &[3],
+                    ValueKind::Seq {
+                        members: members.to_vec(),
+                    },
+                ),
+                v("%3 z", 256, 2, &[3], own(&[])),
+                y,
+            ],
+            scratch: vec![],
+        }
+    }
+
+    /// Escape: the planner keeps a sequence's member alive until the sequence's last use, and
+    /// the verifier rejects a plan that frees it at its own last read (here, one made without
+    /// the membership, which lets `z` take `a`'s bytes while `s` still holds `a`).
+    #[test]
+    fn sequence_members_escape() {
+        let real = escaping(&[1]);
+        let plan = make_plan(&real);
+        verify(&real, &plan).unwrap();
+        let ValuePlacement::Arena(a) = &plan.values[1] else {
+            panic!("a is in the arena")
+        };
+        assert_eq!((a.first, a.last), (0, 3), "{}", plan.render(&real));
+        assert!(plan
+            .render(&real)
+            .contains("sequence, holds %1 a (kept live)"));
+
+        let mut early = make_plan(&escaping(&[]));
+        let (ValuePlacement::Arena(a), ValuePlacement::Arena(z)) =
+            (&early.values[1], &early.values[3])
+        else {
+            panic!("a and z are in the arena")
+        };
+        assert_eq!(a.offset, z.offset, "without escape, z reuses a's bytes");
+        expect_err(&real, &early, "share bytes while both live");
+        // Stretching a's recorded range alone does not help: z still shares its bytes.
+        if let ValuePlacement::Arena(a) = &mut early.values[1] {
+            a.last = 3;
+        }
+        expect_err(&real, &early, "");
+        // A sequence must hold earlier values only.
+        let mut bad = escaping(&[1]);
+        bad.values[2].kind = ValueKind::Seq { members: vec![3] };
+        expect_err(&bad, &make_plan(&bad), "not an earlier value");
     }
 }

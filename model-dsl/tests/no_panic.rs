@@ -1,7 +1,7 @@
 //! The compiler must not panic on any input: a wrong model is a compile error with a span.
 //!
 //! Two tests check that. `mutated_networks_never_panic` is a deterministic mutation fuzzer: it
-//! takes the token text of every `network!` in `tests/lib.rs`, applies one to three random edits
+//! takes the token text of every `network!` in `tests/lib.rs` and `tests/tests/sequences.rs`, applies one to three random edits
 //! (delete, duplicate, swap or insert tokens; replace numbers by 0, 1 or sizes that overflow;
 //! replace identifiers, dtype-suffixed literals, floats and the weights path), and runs the
 //! whole macro pipeline ([`kiln_dsl::expand`]) on every mutant that still parses, inside
@@ -27,9 +27,17 @@ fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests")
 }
 
-/// Each `network!` invocation in `tests/lib.rs`: its name and its tokens.
+/// Each `network!` invocation in `tests/lib.rs` and `tests/tests/sequences.rs` (sequences,
+/// views and in-place ops): its name and its tokens.
 fn networks() -> Vec<(String, TokenStream)> {
-    let source = std::fs::read_to_string(tests_dir().join("lib.rs")).unwrap();
+    ["lib.rs", "tests/sequences.rs"]
+        .iter()
+        .flat_map(|f| networks_in(&tests_dir().join(f)))
+        .collect()
+}
+
+fn networks_in(path: &Path) -> Vec<(String, TokenStream)> {
+    let source = std::fs::read_to_string(path).unwrap();
     let file = syn::parse_file(&source).unwrap();
     file.items
         .iter()

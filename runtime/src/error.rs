@@ -120,6 +120,24 @@ pub enum Error {
         /// The size of the axis; valid indices are `-len..len`.
         len: usize,
     },
+    /// A sequence position given at run time (to `insert`, `erase` or `at`) is outside the
+    /// sequence.
+    SeqPosition {
+        /// The operation: `insert`, `erase` or `at`.
+        op: &'static str,
+        /// The position given.
+        pos: i64,
+        /// The sequence's length; valid positions are `-len..len` (`-len..=len` for `insert`).
+        len: usize,
+    },
+    /// Bytes given as a saved sequence are not one: not a safetensors file, elements missing
+    /// or not numbered `<name>.0`, `<name>.1`, ..., or of another dtype than asked for.
+    SeqFile {
+        /// The sequence's name in the file.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The sizes given to a `split` at run time are negative or do not add up to the axis.
     SplitSizes {
         /// The sizes given.
@@ -261,7 +279,18 @@ impl fmt::Display for Error {
                 -(*len as i128),
                 *len as i128 - 1
             ),
-Error::SplitSizes { sizes, dim } => write!(
+Error::SeqFile { name, reason } => {
+                write!(f, "the sequence `{name}` cannot be read from these bytes: {reason}")
+            }
+            Error::SeqPosition { op, pos, len } => {
+                let hi = *len as i128 - i128::from(*op != "insert");
+                write!(
+                    f,
+                    "{op}: position {pos} is out of range for a sequence of {len} elements; valid positions are {} to {hi}",
+                    -(*len as i128)
+                )
+            }
+            Error::SplitSizes { sizes, dim } => write!(
                 f,
                 "split: the sizes {sizes:?} must be non-negative and add up to {dim}, the size of the axis"
             ),

@@ -14,6 +14,7 @@
 mod arena;
 mod dynamic;
 mod error;
+mod seq;
 mod tensor;
 mod weights;
 
@@ -21,6 +22,7 @@ pub use kiln_kernels as kernels;
 
 pub use arena::Arena;
 pub use error::Error;
+pub use seq::{Seq, SeqBuf};
 pub use tensor::{AsInput, Scalar, Tensor};
 
 /// The instruction set whose kernels models use on this machine: the strongest one the CPU
@@ -38,7 +40,8 @@ pub mod __private {
     pub use crate::dynamic::{
         broadcast_strides, range_count_f64, range_count_i64, slice_bounds, split_sizes, DynBuf,
     };
+    pub use crate::seq::{seq_erase, seq_index, seq_insert};
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
-    pub use crate::{Arena, AsInput, Error, Tensor};
+    pub use crate::{Arena, AsInput, Error, Seq, Tensor};
 }

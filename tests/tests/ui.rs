@@ -4,7 +4,8 @@
 //!
 //! Families: `shape/` (shape inference), `names/` (undefined or duplicate names, unknown
 //! operations), `args/` (operation arguments), `tensor/` (the general tensor type and the
-//! shape-generic ops), `types/` (the `fm<...>` / `vec<...>` types and
+//! shape-generic ops), `seq/` (sequences: positions checked at compile time, element types,
+//! concatenation), `types/` (the `fm<...>` / `vec<...>` types and
 //! dtypes), `syntax/` (parse errors) and `weights/` (the safetensors file checked at compile
 //! time, with its tiny fixtures written by `scripts/gen_ui_weights.py`).
 //!

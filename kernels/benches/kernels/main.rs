@@ -6,19 +6,24 @@
 //! cargo bench -p kiln-kernels --features std --bench kernels -- resnet50  # cases matching a filter
 //! ```
 //!
-//! The `std` feature is needed for run-time ISA detection; without it the table only offers
-//! what the build enables with `-C target-feature`, which is not what users get.
+//! It needs run-time ISA detection (the `std` feature; without it the table only offers what
+//! the build enables with `-C target-feature`, which is not what users get). The crate's
+//! dev-dependency on itself turns `std` on for every bench and test build, so `--features std`
+//! is implied.
 //!
 //! Sketch:
 //!
 //! ```text
+//! print  DEFAULT isa=<what best() picks>
 //! peak = max over the SIMD ISAs this CPU has of a register-only FMA loop (peak.rs)
 //! for each case (square GEMMs, ResNet-50 convs as GEMM and as conv2d, MobileNet-v2 depthwise):
-//!     contenders = matrixmultiply and gemm on the case's GEMM (if it has one)
+//!     contenders = the fastest peak loop (this case's denominator)
+//!                + matrixmultiply and gemm on the case's GEMM (if it has one)
 //!                + every ISA for_isa() hands out (portable only for small cases)
 //!     warm each up, then take samples round-robin: one of each contender per round
 //!     check every ISA's output against a reference
-//!     print  REF <case> crate=<crate> gflops=<x> of_peak=<x>                      per crate
+//!     print  PEAK <case> gflops=<x>                        the peak sampled with this case
+//!            REF <case> crate=<crate> gflops=<x> of_peak=<x>                      per crate
 //!            BENCH <case> isa=<isa> gflops=<x> of_peak=<x> vs_best_crate=<x or ->  per ISA
 //! print medians of of_peak per family and ISA, and of AVX2 / AVX-512
 //! ```
@@ -26,7 +31,8 @@
 //! Every time is the median of its samples, because the machine is shared and noisy: a median
 //! ignores the samples another process disturbed. Sampling the contenders of a case in turns,
 //! rather than one after the other, exposes them to the same background load, so the ratios
-//! between them (`vs_best_crate`, AVX2 / AVX-512) hold even when the absolute numbers drift.
+//! between them (`vs_best_crate`, AVX2 / AVX-512, and `of_peak`, whose peak loop is one of the
+//! contenders) hold even when the absolute numbers drift.
 //! Kernels are always called through `kiln_kernels::for_isa(isa)`, so the numbers are those
 //! of whatever kernels the table currently holds.
 //!
@@ -221,6 +227,8 @@ fn mismatch(got: &[f32], want: &[f32]) -> Option<(f32, f32)> {
 
 /// Who runs a case.
 enum Contender {
+    /// The fastest register-only FMA loop: the case's denominator (always first).
+    Peak,
     Crate(&'static str, refs::GemmFn),
     Kiln(Kernels),
 }
@@ -231,6 +239,8 @@ struct Row {
     family: Family,
     isa: Isa,
     gflops: f64,
+    /// `gflops` over the peak measured in the same rounds as this case.
+    of_peak: f64,
     vs_crate: Option<f64>,
 }
 
@@ -289,13 +299,6 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .map(String::as_str)
         .collect();
-    if full && !cfg!(feature = "std") {
-        eprintln!(
-            "the kernel benchmark needs run-time ISA detection: \
-             cargo bench -p kiln-kernels --features std --bench kernels"
-        );
-        std::process::exit(2);
-    }
     let budget = if full { &FULL } else { &SMOKE };
     let out = &mut std::io::stdout().lock();
 
@@ -319,6 +322,8 @@ fn main() {
         budget.portable_max_flops / 1e9
     );
 
+    // What models use on this CPU: `best()`, as `kiln::isa()` reports it (honours `KILN_ISA`).
+    let _ = writeln!(out, "DEFAULT isa={}", kiln_kernels::best().isa);
     // The peak: every SIMD variant; the largest is the denominator of every ratio.
     let peaks = measure_peaks(budget);
     let peak = peaks.iter().fold(0.0f64, |p, &(_, g)| p.max(g));
@@ -356,6 +361,17 @@ fn main() {
     let mut rows: Vec<Row> = Vec::new();
     let mut crate_rows: Vec<(&str, Family, f64)> = Vec::new();
     let mut failures = 0;
+    // The fastest peak loop also runs as a contender of every case, so each case's `of_peak`
+    // divides by a peak sampled in the same rounds, under the same background load: on a
+    // shared machine one peak measured at the start can be off by half (another process
+    // compiling during those milliseconds), which would skew every ratio of the run.
+    let top = peak::variants()
+        .into_iter()
+        .zip(&peaks)
+        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+        .map(|(v, _)| v)
+        .expect("there is always a peak variant");
+    let mut case_peaks: Vec<f64> = Vec::new();
 
     for (ci, case) in cases.iter().enumerate() {
         let flops = case.flops();
@@ -365,7 +381,7 @@ fn main() {
             Op::Conv(p, _) => (p.batch * p.c_out * p.out_h * p.out_w, p.scratch_len()),
         };
 
-        let mut contenders: Vec<Contender> = Vec::new();
+        let mut contenders: Vec<Contender> = vec![Contender::Peak];
         if case.crate_gemm().is_some() {
             contenders.extend(refs::CRATES.map(|(name, f)| Contender::Crate(name, f)));
         }
@@ -394,12 +410,21 @@ fn main() {
                         Contender::Kiln(kernels) => {
                             Box::new(move || run(kernels, op, data, scratch, out))
                         }
+                        Contender::Peak => {
+                            let (run, iters) = (top.run, budget.peak_iters);
+                            Box::new(move || {
+                                black_box(run(black_box(iters)));
+                            })
+                        }
                     }
                 })
                 .collect();
             time_interleaved(budget, &mut fs)
         };
 
+        let peak = top.flops_per_iter * budget.peak_iters as f64 / secs[0] / 1e9;
+        case_peaks.push(peak);
+        let _ = writeln!(out, "PEAK {} gflops={peak:.2}", case.name);
         let mut best_crate: Option<f64> = None;
         for (c, s) in contenders.iter().zip(&secs) {
             if let Contender::Crate(name, _) = c {
@@ -415,11 +440,15 @@ fn main() {
             }
         }
 
-        // GEMMs are checked against matrixmultiply's output, convolutions against the
-        // portable kernel's: the benchmarked one if it ran, else one untimed call.
-        let reference: Vec<f32> = match case.op {
-            Op::Gemm { .. } => outs[0].clone(),
-            Op::Conv(..) => match contenders
+        // GEMMs are checked against the first crate's (matrixmultiply's) output,
+        // convolutions against the portable kernel's: the benchmarked one if it ran, else one
+        // untimed call.
+        let first_crate = contenders
+            .iter()
+            .position(|c| matches!(c, Contender::Crate(..)));
+        let reference: Vec<f32> = match (&case.op, first_crate) {
+            (Op::Gemm { .. }, Some(i)) => outs[i].clone(),
+            _ => match contenders
                 .iter()
                 .position(|c| matches!(c, Contender::Kiln(k) if k.isa == Isa::Portable))
             {
@@ -465,6 +494,7 @@ fn main() {
                 family: case.family,
                 isa: kernels.isa,
                 gflops,
+                of_peak: gflops / peak,
                 vs_crate,
             });
         }
@@ -478,7 +508,7 @@ fn main() {
         let mut vs = String::new();
         for family in Family::ALL {
             let sel = || rows.iter().filter(|r| r.isa == isa && r.family == family);
-            let mut p: Vec<f64> = sel().map(|r| r.gflops / peak).collect();
+            let mut p: Vec<f64> = sel().map(|r| r.of_peak).collect();
             let mut v: Vec<f64> = sel().filter_map(|r| r.vs_crate).collect();
             of_peak += &format!(" {}={}", family.name(), fmt_median(&mut p));
             if family != Family::MobilenetDw {
@@ -523,8 +553,10 @@ fn main() {
         .fold(0.0f64, |p, &(_, g)| p.max(g));
     let _ = writeln!(
         out,
-        "SUMMARY avx2_over_avx512={ratio} peak_gflops={peak:.2} peak_gflops_at_end={end_peak:.2} \
+        "SUMMARY avx2_over_avx512={ratio} peak_gflops={peak:.2} median_case_peak_gflops={} \
+         peak_gflops_at_end={end_peak:.2} \
          checks_failed={failures} wall_s={:.1}",
+        fmt_median(&mut case_peaks),
         wall.elapsed().as_secs_f64()
     );
     if failures > 0 {

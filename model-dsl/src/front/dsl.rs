@@ -21,8 +21,8 @@ use syn::Ident;
 use super::args::{pads_of, Args};
 use crate::diag::{closest, plural, Diag, Errors, Loc};
 use crate::ir::{
-    Act, BinOp, CmpOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Producer,
-    ReduceKind, ReshapeTo, Shape, SymId, TensorType, ValueId, MAX_RANK,
+    Act, BinOp, CmpOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, PoolKind, Pos,
+    Producer, ReduceKind, ReshapeTo, SeqSplit, Shape, SymId, TensorType, ValueId, MAX_RANK,
 };
 use crate::syntax::{
     error_range, Arg, Body, Dtype, Expr, LayoutMap, NetworkDef, ParamName, ParamType, SizeExpr,
@@ -81,6 +81,37 @@ pub const OPS: &[&str] = &[
     "greater",
     "less_equal",
     "greater_equal",
+    "seq_empty",
+    "seq_construct",
+    "insert",
+    "erase",
+    "at",
+    "len",
+    "split_to_seq",
+    "concat_from_seq",
+    "view",
+    "relu_",
+    "relu6_",
+    "sigmoid_",
+    "tanh_",
+    "clip_",
+    "leaky_relu_",
+    "add_",
+    "sub_",
+    "mul_",
+    "div_",
+];
+
+/// The sequence ops, lowered by `seq_op`.
+const SEQ_OPS: &[&str] = &[
+    "seq_empty",
+    "seq_construct",
+    "insert",
+    "erase",
+    "at",
+    "len",
+    "split_to_seq",
+    "concat_from_seq",
 ];
 
 /// The DSL's location table: each [`Loc`] is a token, or a range of tokens from the first to
@@ -132,8 +163,14 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         param_keys: HashMap::new(),
         symbol_spans: Vec::new(),
         results_wanted: None,
+        seq_type_ok: false,
     };
-    for (i, input) in def.inputs.iter().enumerate() {
+    for input in def.inputs.iter() {
+        let i = cx.graph.inputs.len();
+        if input.ty.seq {
+            cx.seq_input(input);
+            continue;
+        }
         let Some(ty) = cx.declared_type(&input.ty, None) else {
             // Bound but poisoned: uses of it are not reported again as undefined.
             cx.scope.insert(input.name.to_string(), None);
@@ -210,6 +247,8 @@ pub(super) struct Builder<'e> {
     symbol_spans: Vec<Span>,
     /// How many names the `let` being lowered binds (for `split` with run-time sizes).
     results_wanted: Option<usize>,
+    /// Whether a `seq<...>` type is allowed where a type is being read (an output's).
+    seq_type_ok: bool,
 }
 
 impl Builder<'_> {
@@ -287,7 +326,9 @@ impl Builder<'_> {
         }
         for (expr, ty) in results.into_iter().zip(&def.outputs) {
             let v = self.expr(expr);
+            self.seq_type_ok = true;
             let declared = self.declared_type(ty, None);
+            self.seq_type_ok = false;
             let (Some(v), Some(declared)) = (v, declared) else {
                 continue;
             };
@@ -296,6 +337,7 @@ impl Builder<'_> {
                 value: v,
                 ty: declared,
                 ty_loc,
+                seq: ty.seq,
             });
         }
         weights_file
@@ -304,6 +346,13 @@ impl Builder<'_> {
     /// Resolves a DSL type. `batch` is the batch to use when the type gives none (for
     /// `reshape`, the input's, filled in by inference); model inputs and outputs default to 1.
     fn declared_type(&mut self, ty: &TypeExpr, batch: Option<usize>) -> Option<TensorType> {
+        if ty.seq && !self.seq_type_ok {
+            self.error(
+                ty.span,
+                "a sequence type `seq<...>` is only allowed as a network's output (for now)",
+            );
+            return None;
+        }
         if ty.kind == TypeKind::Tensor {
             let dtype = self.any_dtype(&ty.dtype)?;
             return self.tensor_type(ty, dtype);
@@ -688,11 +737,21 @@ impl Builder<'_> {
             return None;
         }
         let mut a = Args::new(op, args);
+        // `relu_`, `add_`, ...: the op itself, declared to write over its first argument.
+        let in_place = name.strip_suffix('_').filter(|_| name != "view");
+        let name = in_place.map_or(name.clone(), str::to_string);
         let result = if name == "split" {
             self.split(span, &mut a)
+        } else if SEQ_OPS.contains(&name.as_str()) {
+            self.seq_op(&name, span, &mut a).map(|v| vec![v])
         } else {
             self.op(&name, span, &mut a).map(|v| vec![v])
         };
+        if let (Some(_), Some(v)) = (in_place, result.as_ref().and_then(|r| r.first())) {
+            if let Producer::Op { op, .. } = self.graph.values[v.index()].producer {
+                self.graph.ops[op.index()].in_place = true;
+            }
+        }
         // An op that failed stopped reading its arguments; only misspelt names are worth
         // reporting then. An op with a misspelt argument fails too: it ran without it.
         let clean = a.finish(self, result.is_some());
@@ -1055,6 +1114,18 @@ impl Builder<'_> {
                     Some(decl),
                 )
             }
+            "view" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let Some(ty) = a.positional_type(self) else {
+                    self.error(span, "view: expected the view's type, like `view(x, tensor<f32[16,49]>, offset = 0)`");
+                    return None;
+                };
+                let offset = a.usize(self, "offset")?.unwrap_or(0);
+                let target = self.declared_type(&ty, None)?;
+                let decl = self.spans.range(ty.span, ty.end);
+                let kind = OpKind::View { ty: target, offset };
+                self.add_op(kind, vec![x], span, &[arg1], Some(decl))
+            }
             "reshape" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 let Some(ty) = a.positional_type(self) else {
@@ -1351,6 +1422,199 @@ impl Builder<'_> {
             vec![arg_loc],
             decl,
         ))
+    }
+
+    /// A sequence input `s: seq<tensor<...>, N>`: `N` tensor inputs (`s.0`, `s.1`, ...; the
+    /// caller passes one `kiln::Seq`) and a `seq_construct` of them, bound to `s`.
+    fn seq_input(&mut self, input: &crate::syntax::InputDecl) {
+        let name = input.name.to_string();
+        let Some(n) = input.ty.seq_len else {
+            self.error(input.ty.span, format!("input `{name}`: a sequence input gives its length, like `seq<tensor<f32[2,3]>, 3>`"));
+            self.scope.insert(name, None);
+            return;
+        };
+        if n.value == 0 || n.value > 4096 {
+            self.error(
+                n.span,
+                format!("input `{name}`: a sequence input has 1 to 4096 elements"),
+            );
+            self.scope.insert(name, None);
+            return;
+        }
+        self.seq_type_ok = true;
+        let ty = self.declared_type(&input.ty, None);
+        self.seq_type_ok = false;
+        let Some(ty) = ty else {
+            self.scope.insert(name, None);
+            return;
+        };
+        if ty.dims.contains(&Dim::Any) {
+            self.error(
+                input.ty.span,
+                format!("input `{name}`: `?` sizes are for outputs only"),
+            );
+            self.scope.insert(name, None);
+            return;
+        }
+        let loc = self.spans.at(input.name.span());
+        let ty_loc = self.spans.at(input.ty.span);
+        let mut elems = Vec::with_capacity(n.value);
+        for k in 0..n.value {
+            let i = self.graph.inputs.len();
+            let v = self.graph.add_value(Producer::Input(i), loc);
+            self.graph.values[v.index()].name = Some(format!("{name}.{k}"));
+            self.graph.inputs.push(Input {
+                name: format!("{name}.{k}"),
+                value: v,
+                ty: ty.clone(),
+                loc: ty_loc,
+            });
+            elems.push(v);
+        }
+        let s = self
+            .graph
+            .add_op(OpKind::SeqConstruct, elems, 1, loc, vec![], None)[0];
+        self.graph.values[s.index()].name = Some(name.clone());
+        if self.scope.insert(name.clone(), Some(s)).is_some() {
+            self.error(
+                input.name.span(),
+                format!("input `{name}` is declared twice"),
+            );
+        }
+    }
+
+    /// The sequence ops (ONNX's eight). A position is a whole number (checked at compile time by
+    /// inference, at the number's token) or an `i64` scalar value (checked at run time).
+    fn seq_op(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
+        let spans = a.positional_spans().to_vec();
+        match name {
+            "seq_empty" => {
+                let dtype = match a.take_positional() {
+                    Some(Value::Expr(Expr::Name(n))) => DType::from_name(&n.to_string()),
+                    None => Some(DType::F32),
+                    _ => None,
+                };
+                let Some(dtype) = dtype else {
+                    self.error(
+                        span,
+                        "seq_empty: expected the element dtype, like `seq_empty(f32)`",
+                    );
+                    return None;
+                };
+                self.add_op(OpKind::SeqEmpty(dtype), vec![], span, &[], None)
+            }
+            "seq_construct" => {
+                let xs = self.variadic_inputs(a)?;
+                if xs.is_empty() {
+                    self.error(span, "seq_construct: needs at least one tensor (use `seq_empty(dtype)` for none)");
+                    return None;
+                }
+                self.add_op(OpKind::SeqConstruct, xs, span, &spans, None)
+            }
+            "insert" => {
+                let [s, x] = self.inputs::<2>(a, span)?;
+                let (at, pos) = self.position(a)?;
+                let mut args = vec![s, x];
+                args.extend(pos);
+                self.add_op(OpKind::SeqInsert { at }, args, span, &spans, None)
+            }
+            "erase" | "at" => {
+                let s = self.inputs::<1>(a, span)?[0];
+                let (at, pos) = self.position(a)?;
+                if name == "at" && at == Pos::Default {
+                    self.error(
+                        span,
+                        "at: expected the position, like `at(s, 0)` or `at(s, -1)`",
+                    );
+                    return None;
+                }
+                let mut args = vec![s];
+                args.extend(pos);
+                let kind = if name == "at" {
+                    OpKind::SeqAt { at }
+                } else {
+                    OpKind::SeqErase { at }
+                };
+                self.add_op(kind, args, span, &spans, None)
+            }
+            "len" => {
+                let s = self.inputs::<1>(a, span)?[0];
+                self.add_op(OpKind::SeqLen, vec![s], span, &spans, None)
+            }
+            "split_to_seq" => {
+                let x = self.inputs::<1>(a, span)?[0];
+                let axis = a.int(self, "axis")?.unwrap_or(0);
+                let keepdims = a.bool(self, "keepdims", true)?;
+                let decl = a.peek_positional(0).map(|v| self.spans.at(v.span()));
+                let mut args = vec![x];
+                let split = match a.take_positional() {
+                    None => SeqSplit::Ones,
+                    Some(Value::Expr(e)) => {
+                        args.push(self.expr(&e)?);
+                        SeqSplit::Run
+                    }
+                    Some(Value::Int(n)) if n.value > 0 => SeqSplit::Chunk(n.value),
+                    Some(Value::List(items, at)) => {
+                        match items.iter().map(|&s| usize::try_from(s).ok()).collect() {
+                            Some(sizes) => SeqSplit::Sizes(sizes),
+                            None => {
+                                self.error(at, "split_to_seq: sizes must not be negative");
+                                return None;
+                            }
+                        }
+                    }
+                    Some(other) => {
+                        self.error(other.span(), "split_to_seq: expected a chunk size (a positive number) or the sizes, like `[2, 1]`");
+                        return None;
+                    }
+                };
+                let kind = OpKind::SplitToSeq {
+                    axis,
+                    split,
+                    keepdims,
+                };
+                self.add_op(kind, args, span, &spans, decl)
+            }
+            _ => {
+                let s = self.inputs::<1>(a, span)?[0];
+                let axis = a.int(self, "axis")?.unwrap_or(0);
+                let new_axis = a.bool(self, "new_axis", false)?;
+                let kind = OpKind::ConcatFromSeq { axis, new_axis };
+                self.add_op(kind, vec![s], span, &spans, None)
+            }
+        }
+    }
+
+    /// The optional position argument of `insert`, `erase` and `at`: absent, a whole number,
+    /// or a value (an `i64` scalar, given at run time).
+    fn position(&mut self, a: &mut Args) -> Option<(Pos, Option<ValueId>)> {
+        match a.take_positional() {
+            None => Some((Pos::Default, None)),
+            Some(Value::Int(n)) => match i64::try_from(n.value) {
+                Ok(i) => Some((Pos::Static(i), None)),
+                Err(_) => {
+                    self.error(
+                        n.span,
+                        format!("{}: position {} is too large", a.op, n.value),
+                    );
+                    None
+                }
+            },
+            Some(Value::Float(f, _)) if f.fract() == 0.0 && f.abs() < 1e15 => {
+                Some((Pos::Static(f as i64), None))
+            }
+            Some(Value::Expr(e)) => {
+                let v = self.expr(&e)?;
+                Some((Pos::Run, Some(v)))
+            }
+            Some(other) => {
+                self.error(
+                    other.span(),
+                    format!("{}: a position is a whole number or an i64 scalar", a.op),
+                );
+                None
+            }
+        }
     }
 
     /// The two operands of arithmetic: tensors, or numbers (which become scalar constants).

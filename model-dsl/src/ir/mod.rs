@@ -321,6 +321,142 @@ pub enum OpKind {
     },
     /// Copies a value into the arena (an output that would otherwise be an input's bytes).
     Copy,
+    /// ONNX `SequenceEmpty`: a sequence of no tensors of this dtype.
+    SeqEmpty(DType),
+    /// ONNX `SequenceConstruct`: args `a, b, ...` (at least one), the elements in order.
+    SeqConstruct,
+    /// ONNX `SequenceInsert`: args `s, x` (and the position's i64 scalar when `at` is
+    /// [`Pos::Run`]); the default position is the end.
+    SeqInsert {
+        at: Pos,
+    },
+    /// ONNX `SequenceErase`: arg `s` (and the position when [`Pos::Run`]); the default
+    /// position is the last element.
+    SeqErase {
+        at: Pos,
+    },
+    /// ONNX `SequenceAt`: arg `s` (and the position when [`Pos::Run`]). With a static position
+    /// on a sequence whose order is known at compile time the result is a view of the element
+    /// (no copy); otherwise the element is selected at run time and copied.
+    SeqAt {
+        at: Pos,
+    },
+    /// ONNX `SequenceLength`: arg `s`; an `i64` scalar (the length is always known at compile
+    /// time, but it is still a tensor the model computes).
+    SeqLen,
+    /// ONNX `SplitToSequence`: arg `x`. `split` as ONNX: absent (pieces of size 1 along
+    /// `axis`, dropped when `keepdims` is false), a chunk size, or the sizes.
+    SplitToSeq {
+        axis: i64,
+        split: SeqSplit,
+        keepdims: bool,
+    },
+    /// ONNX `ConcatFromSequence`: arg `s`; along `axis`, or stacked along a new axis inserted
+    /// at `axis` when `new_axis`.
+    ConcatFromSeq {
+        axis: i64,
+        new_axis: bool,
+    },
+    /// A declared view (TVM's DeclBuffer): `x`'s bytes from element `offset` on, with the
+    /// declared type's dims (and `x`'s dtype). No copy; checked to fit.
+    View {
+        ty: TensorType,
+        offset: usize,
+    },
+}
+
+/// A position in a sequence, as an op gives it. Negative positions count from the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pos {
+    /// The op's default: the end for `insert`, the last element for `erase`.
+    Default,
+    /// Known at compile time, checked at compile time.
+    Static(i64),
+    /// Given at run time as the op's last argument (an i64 scalar), checked at run time.
+    Run,
+}
+
+/// How `split_to_seq` cuts its input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SeqSplit {
+    /// Pieces of size 1 (ONNX `split` absent).
+    Ones,
+    /// Pieces of this size, the last one smaller when it does not divide (ONNX scalar `split`).
+    Chunk(usize),
+    /// These sizes, adding up to the axis (ONNX 1-D `split`).
+    Sizes(Vec<usize>),
+    /// Sizes given at run time as the op's second argument (an i64 tensor of `n` entries,
+    /// checked to add up: `Err(SplitSizes)` otherwise): `n` elements whose sizes are known
+    /// only at run time, so only `len` may read the sequence (for now).
+    Run,
+}
+
+/// One element of a sequence: `shape`'s worth of bytes at element `offset` of `base`'s data
+/// (a tensor value of the graph, or the buffer of a `split_to_seq`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Elem {
+    pub base: ValueId,
+    /// In elements of the dtype, from the start of `base`.
+    pub offset: usize,
+    pub shape: Shape,
+}
+
+impl Elem {
+    /// Whether `at` can view this element where it is: its first byte is a whole number of the
+    /// arena's 4-byte units from its base's (always true unless the dtype is 1 byte wide).
+    pub fn viewable(&self) -> bool {
+        (self.offset * self.shape.dtype.size()).is_multiple_of(4)
+    }
+}
+
+/// What inference knows about a sequence value: which tensors it may hold, in which order.
+///
+/// Sequences are a compile-time structure: their length is always known. When every position
+/// that built the sequence was known at compile time, `order` is `None` and `elems` are the
+/// elements in order; when some position is given at run time, `elems` are the *candidates*
+/// and the generated code keeps the order (`len` indices into `elems`) in a local array.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeqVal {
+    pub dtype: DType,
+    pub elems: Vec<Elem>,
+    pub len: usize,
+    /// The order is decided at run time (`elems` are candidates).
+    pub run_order: bool,
+    /// The elements' sizes are decided at run time (a `split_to_seq` with run-time sizes):
+    /// `elems` is empty and only the length is known.
+    pub run_sizes: bool,
+}
+
+impl SeqVal {
+    /// The element super type (onnx-mlir): each dimension equal in all candidates, or `None`
+    /// (`?`); `None` for the rank too when candidates differ in rank or there are none.
+    pub fn super_dims(&self) -> Option<Vec<Option<usize>>> {
+        let first = &self.elems.first()?.shape;
+        if self.elems.iter().any(|e| e.shape.rank() != first.rank()) {
+            return None;
+        }
+        Some(
+            (0..first.rank())
+                .map(|i| {
+                    let d = first.dims[i];
+                    self.elems.iter().all(|e| e.shape.dims[i] == d).then_some(d)
+                })
+                .collect(),
+        )
+    }
+
+    /// The element type as the DSL writes it: `seq<tensor<f32[?,3,4]>>`.
+    pub fn type_text(&self) -> String {
+        let dims = match self.super_dims() {
+            Some(d) => d
+                .iter()
+                .map(|d| d.map_or("?".to_string(), |n| n.to_string()))
+                .collect::<Vec<_>>()
+                .join(","),
+            None => "..".to_string(),
+        };
+        format!("seq<tensor<{}[{dims}]>, len = {}>", self.dtype, self.len)
+    }
 }
 
 impl OpKind {
@@ -381,7 +517,31 @@ impl OpKind {
             OpKind::Split { .. } => "split",
             OpKind::Pad { .. } => "pad",
             OpKind::Copy => "copy",
+            OpKind::SeqEmpty(_) => "seq_empty",
+            OpKind::SeqConstruct => "seq_construct",
+            OpKind::SeqInsert { .. } => "insert",
+            OpKind::SeqErase { .. } => "erase",
+            OpKind::SeqAt { .. } => "at",
+            OpKind::SeqLen => "len",
+            OpKind::SplitToSeq { .. } => "split_to_seq",
+            OpKind::ConcatFromSeq { .. } => "concat_from_seq",
+            OpKind::View { .. } => "view",
         }
+    }
+
+    /// Whether this is one of the sequence ops (inference types them by their own rules).
+    pub fn is_seq(&self) -> bool {
+        matches!(
+            self,
+            OpKind::SeqEmpty(_)
+                | OpKind::SeqConstruct
+                | OpKind::SeqInsert { .. }
+                | OpKind::SeqErase { .. }
+                | OpKind::SeqAt { .. }
+                | OpKind::SeqLen
+                | OpKind::SplitToSeq { .. }
+                | OpKind::ConcatFromSeq { .. }
+        )
     }
 
     /// Whether the result is the first argument's bytes under another shape.
@@ -400,7 +560,12 @@ impl OpKind {
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) => 2,
             OpKind::SliceDyn { .. } | OpKind::Range => 3,
             OpKind::NonZero => 1,
-            OpKind::Concat { .. } => return (None, 1),
+            OpKind::Concat { .. } | OpKind::SeqConstruct => return (None, 1),
+            OpKind::SeqEmpty(_) => 0,
+            OpKind::SeqInsert { at } => 2 + usize::from(*at == Pos::Run),
+            OpKind::SeqErase { at } | OpKind::SeqAt { at } => 1 + usize::from(*at == Pos::Run),
+            OpKind::SplitToSeq { split, .. } => 1 + usize::from(*split == SeqSplit::Run),
+            OpKind::SeqLen | OpKind::ConcatFromSeq { .. } | OpKind::View { .. } => 1,
             OpKind::Constant(_) => 0,
             OpKind::Split { sizes, .. } => return (Some(1), sizes.len()),
             OpKind::SplitDyn { parts, .. } => return (Some(2), *parts),
@@ -437,6 +602,9 @@ pub struct Op {
     /// The declaration the op's shape rule checks the input against, when there is one: the
     /// in-channels of `weights<...>`, the channels of `norm<...>`, a reshape's target type.
     pub decl: Option<Loc>,
+    /// Declared in place by the user (`x.relu_()`, `add_(x, y)`): the result *is* the first
+    /// argument's buffer, which the compiler proves safe (`alias.rs`) and the planner honours.
+    pub in_place: bool,
 }
 
 impl Op {
@@ -504,9 +672,12 @@ pub struct Input {
 #[derive(Clone, Debug)]
 pub struct Output {
     pub value: ValueId,
-    /// The declared type in the signature, and where it is written.
+    /// The declared type in the signature, and where it is written. For a sequence
+    /// (`seq<...>`), the element type.
     pub ty: TensorType,
     pub ty_loc: Loc,
+    /// Declared as a sequence: the model returns a `kiln::Seq` of its elements.
+    pub seq: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -522,7 +693,11 @@ pub struct Graph {
     /// A graph without symbols has one empty binding.
     pub bindings: Vec<Vec<usize>>,
     /// Side table: the shape of every value, indexed by `ValueId`. Empty until inference.
+    /// A sequence value's entry is a placeholder (a rank-0 tensor of its dtype); its real type
+    /// is in `seqs`.
     pub types: Vec<Shape>,
+    /// Side table: per value, what it holds if it is a sequence. Empty until inference.
+    pub seqs: Vec<Option<SeqVal>>,
 }
 
 impl Graph {
@@ -556,16 +731,55 @@ impl Graph {
         }
         counts
     }
-    /// The value `v` is a view of, following aliases (reshape) back to the value that owns
-    /// the bytes.
+    /// The value `v` is a view of, following aliases (reshape, a static `at`) back to the
+    /// value that owns the bytes.
     pub fn alias_root(&self, mut v: ValueId) -> ValueId {
         while let Some(op) = self.producer_op(v) {
-            if !op.kind.is_alias() {
+            if let Some(e) = self.seq_view(v) {
+                v = e.base;
+                continue;
+            }
+            if !op.kind.is_alias() && !matches!(op.kind, OpKind::View { .. }) {
                 break;
             }
             v = op.args[0];
         }
         v
+    }
+    /// The sequence `v` is, if it is one (in a typed graph).
+    pub fn seq(&self, v: ValueId) -> Option<&SeqVal> {
+        self.seqs.get(v.index()).and_then(Option::as_ref)
+    }
+    /// The element `v` is a view of, when `v` is an `at` with a static position on a sequence
+    /// whose order is known at compile time (no copy).
+    pub fn seq_view(&self, v: ValueId) -> Option<&Elem> {
+        let op = self.producer_op(v)?;
+        let OpKind::SeqAt { at: Pos::Static(i) } = op.kind else {
+            return None;
+        };
+        let s = self.seq(op.args[0])?;
+        if s.run_order {
+            return None;
+        }
+        let i = if i < 0 { i + s.len as i64 } else { i };
+        s.elems
+            .get(usize::try_from(i).ok()?)
+            .filter(|e| e.viewable())
+    }
+    /// Whether `v` is a `split_to_seq` that copies its pieces into a buffer of its own (its
+    /// input's sizes before the axis are not all 1, so the pieces are not runs of its bytes).
+    pub fn split_copies(&self, v: ValueId) -> bool {
+        let Some(op) = self.producer_op(v) else {
+            return false;
+        };
+        matches!(op.kind, OpKind::SplitToSeq { .. })
+            && self
+                .seq(v)
+                .is_some_and(|s| s.elems.first().is_some_and(|e| e.base == v))
+    }
+    /// The arguments of the op producing `v` (none for inputs and parameters).
+    pub fn op_args(&self, v: ValueId) -> &[ValueId] {
+        self.producer_op(v).map_or(&[], |op| &op.args)
     }
     /// True if `v` is (a view of) bytes outside the arena: a model input or a parameter.
     pub fn is_external(&self, v: ValueId) -> bool {
@@ -613,6 +827,7 @@ impl Graph {
             loc,
             arg_locs,
             decl,
+            in_place: false,
         });
         results
     }

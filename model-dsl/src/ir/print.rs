@@ -25,6 +25,18 @@ pub fn print(g: &Graph) -> String {
         }
     };
     let ty = |v: ValueId| -> String {
+        if let Some(s) = g.seq(v) {
+            let elems: Vec<String> = s
+                .elems
+                .iter()
+                .map(|e| match e.offset {
+                    0 => format!("%{}", e.base.0),
+                    k => format!("%{}+{k}", e.base.0),
+                })
+                .collect();
+            let order = if s.run_order { " order=run" } else { "" };
+            return format!(" : {} [{}]{order}", s.type_text(), elems.join(", "));
+        }
         match g.types.get(v.index()) {
             Some(s) => format!(" : {}", dims(s)),
             None => String::new(),
@@ -224,7 +236,35 @@ impl fmt::Display for Attrs<'_> {
                 items.push(format!("axis={axis}"));
                 items.push(format!("sizes={sizes:?}"));
             }
-            OpKind::Binary(_)
+            OpKind::SeqEmpty(d) => items.push(format!("dtype={d}")),
+            OpKind::SeqInsert { at } | OpKind::SeqErase { at } | OpKind::SeqAt { at } => match at {
+                super::Pos::Static(i) => items.push(format!("at={i}")),
+                super::Pos::Run => items.push("at=run".to_string()),
+                super::Pos::Default => {}
+            },
+            OpKind::SplitToSeq {
+                axis,
+                split,
+                keepdims,
+            } => {
+                items.push(format!("axis={axis}"));
+                match split {
+                    super::SeqSplit::Ones => items.push(format!("keepdims={keepdims}")),
+                    super::SeqSplit::Chunk(c) => items.push(format!("chunk={c}")),
+                    super::SeqSplit::Sizes(s) => items.push(format!("sizes={s:?}")),
+                    super::SeqSplit::Run => items.push("sizes=run".to_string()),
+                }
+            }
+            OpKind::ConcatFromSeq { axis, new_axis } => {
+                items.push(format!("axis={axis}"));
+                if *new_axis {
+                    items.push("new_axis".to_string());
+                }
+            }
+            OpKind::View { offset, .. } => items.push(format!("offset={offset}")),
+            OpKind::SeqConstruct
+            | OpKind::SeqLen
+            | OpKind::Binary(_)
             | OpKind::GlobalAvgPool
             | OpKind::Reshape(ReshapeTo::Flatten)
             | OpKind::MatMul

@@ -6,7 +6,8 @@
 //! Checked: ids in range and pointing backwards; every value produced exactly where its
 //! `producer` says; each op's argument and result counts; parameters of conv/dense/batch norm
 //! are parameter values (they live in the parameter buffer); and, for a typed graph, a type
-//! for every value, no unresolved padding, and aliases no larger than what they view.
+//! for every value, no unresolved padding, aliases no larger than what they view, and a
+//! consistent sequence table (sequences hold earlier values; sequence ops read sequences).
 
 use super::{Graph, OpKind, Padding, Producer, ValueId};
 
@@ -74,6 +75,41 @@ pub fn verify(g: &Graph) -> Result<(), String> {
     if !g.types.is_empty() {
         if g.types.len() != n {
             return Err(format!("{} types for {n} values", g.types.len()));
+        }
+        // Sequences: none (an empty table), or one entry per value; elements are earlier values
+        // (or, for a copying `split_to_seq`, the sequence's own buffer); sequence ops read
+        // sequences.
+        if !g.seqs.is_empty() && g.seqs.len() != n {
+            return Err(format!("{} sequence entries for {n} values", g.seqs.len()));
+        }
+        for (i, s) in g.seqs.iter().enumerate() {
+            let Some(s) = s else { continue };
+            if let Some(e) = s.elems.iter().find(|e| e.base.index() > i) {
+                return Err(format!("sequence %{i} holds %{}, a later value", e.base.0));
+            }
+            if !s.run_order && !s.run_sizes && s.elems.len() != s.len {
+                return Err(format!(
+                    "sequence %{i} has {} elements but length {}",
+                    s.elems.len(),
+                    s.len
+                ));
+            }
+        }
+        for (i, op) in g.ops.iter().enumerate() {
+            let reads_seq = matches!(
+                op.kind,
+                OpKind::SeqInsert { .. }
+                    | OpKind::SeqErase { .. }
+                    | OpKind::SeqAt { .. }
+                    | OpKind::SeqLen
+                    | OpKind::ConcatFromSeq { .. }
+            );
+            if reads_seq && g.seq(op.args[0]).is_none() {
+                return Err(format!(
+                    "op {i} ({}): its first argument is not a sequence",
+                    op.kind.name()
+                ));
+            }
         }
         for (i, op) in g.ops.iter().enumerate() {
             let name = op.kind.name();

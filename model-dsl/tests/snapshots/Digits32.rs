@@ -116,6 +116,7 @@ const _: () = {
         }
         fn prepare(__params: &mut [f32]) {}
         /// Runs the network in the model's own arena. Allocates nothing.
+        #[allow(clippy::too_many_arguments)]
         pub fn run<X0: ?Sized + ::kiln::__private::AsInput<f32>>(
             &mut self,
             x: &X0,
@@ -138,6 +139,7 @@ const _: () = {
         /// (with several precompiled shapes, the chosen variant's
         /// `VARIANT_ARENA_BYTES`), plus up to 63 bytes if it is not 64-byte aligned;
         /// the outputs borrow from it. Allocates nothing.
+        #[allow(clippy::too_many_arguments)]
         pub fn run_in<'a, X0: ?Sized + ::kiln::__private::AsInput<f32>>(
             &self,
             arena: &'a mut [u8],

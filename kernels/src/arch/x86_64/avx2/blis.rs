@@ -7,13 +7,14 @@
 //! ```text
 //! for jc in 0..n step NC:                          // a column panel of B and C
 //!     for pc in 0..k step kc (kc <= KC):           // a depth block
-//!         pack B[pc.., jc..] -> panel              // kc x nc: NR-wide micro-panels, then
-//!                                                  //   the ragged tail columns transposed
+//!         pack B[pc.., jc..] -> panel              // kc x nc: NR-wide micro-panels, an
+//!                                                  //   NR/2-wide one if that many columns
+//!                                                  //   remain, the rest transposed
 //!         for ir in 0..m step MR (tails balanced): // a sliver of A's rows (L1)
 //!             sliver = A[ir.., pc..], copied if its rows would collide in cache
-//!             for each NR-wide micro-panel:        // streams from L2
+//!             for each NR- or NR/2-wide micro-panel:   // streams from L2
 //!                 C[ir.., j..] (+)= sliver * micro-panel       // the micro-kernel
-//!             C[ir.., tail] (+)= dots of sliver rows and tail columns
+//!             C[ir.., rest] (+)= dots of sliver rows and the rest's columns
 //! ```
 //!
 //! Why this shape. The vectors run along `n` (rows of `B` and `C` are contiguous), so `B` is
@@ -33,9 +34,11 @@
 //! Tails. Rows: the last `MR + r` rows are split into two nearly equal slivers, so no tile has
 //! only one or two rows (too few accumulators to hide the FMA latency). Columns: computing a
 //! full `NR`-wide tile for a ragged remainder would waste most of its lanes (a 49-wide output
-//! leaves one column in the last tile), so the packer stores the last `nc % NR` columns
-//! transposed, each contiguous in `k`, and the driver computes them as dot products of sliver
-//! rows and those columns, vectorised along `k`, which wastes nothing.
+//! leaves one column in the last tile). If at least `NR / 2` columns remain, `NR / 2` of them
+//! form a half-width micro-panel that a tile with one vector per row computes; the last
+//! `< NR / 2` are stored transposed, each contiguous in `k`, and the driver computes them as
+//! dot products of sliver rows and those columns, vectorised along `k`, which wastes nothing
+//! ([`PanelLayout`]).
 //!
 //! `k` is split into equal blocks of at most `KC`. The first block overwrites `C`, later ones
 //! add to it, and only the last applies the epilogue (bias and activation, with exactly the
@@ -43,6 +46,7 @@
 
 use core::mem::MaybeUninit;
 
+use crate::len::holds_strided;
 use crate::Activation;
 
 /// Depth of a packed block (the `k` extent of one micro-kernel call). The sliver, `MR x KC`
@@ -151,12 +155,13 @@ pub(crate) trait MicroKernel<const NR: usize> {
     /// Rows of `C` per tile (broadcasts of `A`).
     const MR: usize;
 
-    /// Runs one full-width tile: `C[0..rows, 0..NR] (+)= A * B`, then the epilogue.
+    /// Runs one tile, `C[0..rows, 0..cols] (+)= A * B`, then the epilogue; `cols` is `NR`
+    /// (a full micro-panel) or `NR / 2` (the half-width one, rows `NR / 2` floats apart).
     ///
     /// # Safety
     ///
     /// The CPU has the ISA's features, and every pointer in `t` is valid for the elements the
-    /// fields say it covers (`rows x kc` of the sliver, `kc x NR` of `B`, `rows x NR` of `C`,
+    /// fields say it covers (`rows x kc` of the sliver, `kc x cols` of `B`, `rows x cols` of `C`,
     /// `rows` or `NR` bias values).
     unsafe fn tile(t: &Tile);
 
@@ -170,18 +175,72 @@ pub(crate) trait MicroKernel<const NR: usize> {
     unsafe fn dots(t: &Tile);
 }
 
-/// Writes one row `p` (`row`, `nc` values) of a `kc x nc` panel into the packed layout: the
-/// `nc / NR` full micro-panels (`dst[q * kc * NR + p * NR + j]`), then the `nc % NR` tail
-/// columns transposed (`dst[full * kc * NR + j * kc + p]`).
+/// How the `nc` columns of a `kc x nc` panel are packed: `full` micro-panels of `NR` columns
+/// (`dst[q * kc * NR + p * NR + j]`), then, if `NR >= 32` and at least `NR / 2` columns
+/// remain, one
+/// half-width micro-panel of `half = NR / 2` columns (`dst[full * kc * NR + p * half + j]`),
+/// then the last `rest < NR / 2` columns transposed, each contiguous in `k`
+/// (`dst[full * kc * NR + half * kc + j * kc + p]`).
+///
+/// The half-width micro-panel runs as a tile with one vector per row rather than as `NR / 2`
+/// dot products: a 7x7 output plane (49 columns) leaves 17 after one 32-wide tile, which as
+/// dot products made the AVX-512 7x7 layers the slowest of ResNet-50.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PanelLayout {
+    pub full: usize,
+    /// `NR / 2` if the panel has a half-width micro-panel, else 0.
+    pub half: usize,
+    pub rest: usize,
+}
+
+impl PanelLayout {
+    #[inline(always)]
+    pub(crate) const fn new<const NR: usize>(nc: usize) -> Self {
+        let full = nc / NR;
+        let tail = nc % NR;
+        // Only the 32-wide AVX-512 panel has one: AVX2's half tile (6 x 8) would have six
+        // accumulators, too few to cover the FMA latency, against dot products that waste
+        // nothing.
+        let half = if NR >= 32 && tail >= NR / 2 {
+            NR / 2
+        } else {
+            0
+        };
+        PanelLayout {
+            full,
+            half,
+            rest: tail - half,
+        }
+    }
+
+    /// Where packed element `(p, jj)` of a `kc`-deep panel lives.
+    #[inline(always)]
+    pub(crate) const fn at<const NR: usize>(self, kc: usize, p: usize, jj: usize) -> usize {
+        let body = self.full * NR;
+        if jj < body {
+            (jj / NR) * kc * NR + p * NR + jj % NR
+        } else if jj < body + self.half {
+            body * kc + p * self.half + (jj - body)
+        } else {
+            body * kc + self.half * kc + (jj - body - self.half) * kc + p
+        }
+    }
+}
+
+/// Writes one row `p` (`row`, `nc` values) of a `kc x nc` panel into the packed layout
+/// ([`PanelLayout`]).
 #[inline(always)]
 pub(crate) fn scatter_row<const NR: usize>(row: &[f32], p: usize, kc: usize, dst: &mut [f32]) {
-    let full = row.len() / NR;
-    let (body, tail) = row.split_at(full * NR);
+    let l = PanelLayout::new::<NR>(row.len());
+    let (body, tail) = row.split_at(l.full * NR);
     for (q, piece) in body.chunks_exact(NR).enumerate() {
         dst[q * kc * NR + p * NR..][..NR].copy_from_slice(piece);
     }
-    let base = full * kc * NR + p;
-    for (j, &x) in tail.iter().enumerate() {
+    let (half, rest) = tail.split_at(l.half);
+    let base = l.full * kc * NR;
+    dst[base + p * l.half..][..l.half].copy_from_slice(half);
+    let base = base + l.half * kc + p;
+    for (j, &x) in rest.iter().enumerate() {
         dst[base + j * kc] = x;
     }
 }
@@ -244,21 +303,26 @@ pub(crate) struct ColMajor<'a> {
 impl PackB for ColMajor<'_> {
     #[inline(always)]
     fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]) {
-        let full = nc / NR;
-        // Full micro-panels: column by column of B (a contiguous row of the weights),
-        // scattered down the panel.
-        for jj in 0..full * NR {
-            let (q, j) = (jj / NR, jj % NR);
+        let l = PanelLayout::new::<NR>(nc);
+        // Full and half-width micro-panels: column by column of B (a contiguous row of the
+        // weights), scattered down the panel.
+        for jj in 0..l.full * NR + l.half {
+            let (start, width, j) = if jj < l.full * NR {
+                ((jj / NR) * kc * NR, NR, jj % NR)
+            } else {
+                (l.full * kc * NR, l.half, jj - l.full * NR)
+            };
             let src = &self.data[(jc + jj) * self.ld + pc..][..kc];
-            let panel = &mut dst[q * kc * NR..][..kc * NR];
-            for (row, &x) in panel.chunks_exact_mut(NR).zip(src) {
+            let panel = &mut dst[start..][..kc * width];
+            for (row, &x) in panel.chunks_exact_mut(width).zip(src) {
                 row[j] = x;
             }
         }
-        // The tail is stored transposed, which for this source is a plain copy.
-        for j in 0..nc % NR {
-            let jj = full * NR + j;
-            dst[full * kc * NR + j * kc..][..kc]
+        // The rest is stored transposed, which for this source is a plain copy.
+        let base = l.full * kc * NR + l.half * kc;
+        for j in 0..l.rest {
+            let jj = l.full * NR + l.half + j;
+            dst[base + j * kc..][..kc]
                 .copy_from_slice(&self.data[(jc + jj) * self.ld + pc..][..kc]);
         }
     }
@@ -336,11 +400,11 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
     }
     // Real checks, not debug ones: the micro-kernels work on raw pointers derived from these.
     assert!(
-        lda >= k && a.len() >= (m - 1) * lda + k,
+        lda >= k && holds_strided(a.len(), m, lda, k),
         "gemm: a too short"
     );
     assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        ldc >= n && holds_strided(c.len(), m, ldc, n),
         "gemm: c too short"
     );
     match bias {
@@ -375,8 +439,9 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
     let mut jc = 0;
     while jc < n {
         let nc = NC.min(n - jc);
-        let full = nc / NR;
-        let tail = nc % NR;
+        let l = PanelLayout::new::<NR>(nc);
+        // Full tiles, the half-width tile, then the rest as dot products.
+        let tiles = l.full + usize::from(l.half > 0);
         for blk in 0..blocks {
             let pc = blk * kc_step;
             let kc = kc_step.min(k - pc);
@@ -396,9 +461,16 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
                     (a_ptr.wrapping_add(ir * lda + pc), lda)
                 };
                 let next = ir + rows;
-                let calls = full + usize::from(tail > 0);
+                let calls = tiles + usize::from(l.rest > 0);
                 for q in 0..calls {
-                    let j = jc + q * NR;
+                    let (j, b_at, cols) = if q < l.full {
+                        (jc + q * NR, q * kc * NR, NR)
+                    } else if q < tiles {
+                        (jc + l.full * NR, l.full * kc * NR, l.half)
+                    } else {
+                        let done = l.full * NR + l.half;
+                        (jc + done, done * kc, l.rest)
+                    };
                     let t = Tile {
                         kc,
                         a: sliver_ptr,
@@ -406,17 +478,17 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
                         // During the last full tile on this sliver (or the ragged part if
                         // there is no full tile), fetch the next sliver's rows for the copy
                         // that follows.
-                        a_next: if q + 1 == full.max(1) && next < m {
+                        a_next: if q + 1 == tiles.max(1) && next < m {
                             a_ptr.wrapping_add(next * lda + pc)
                         } else {
                             core::ptr::null()
                         },
                         lda_next: lda,
-                        b: panel.wrapping_add(q * kc * NR),
+                        b: panel.wrapping_add(b_at),
                         c: c_ptr.wrapping_add(ir * ldc + j),
                         ldc,
                         rows,
-                        cols: if q < full { NR } else { tail },
+                        cols,
                         accumulate: blk > 0,
                         last: blk + 1 == blocks,
                         bias: match bias {
@@ -430,11 +502,11 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
                     // `rows x kc` floats at stride `sliver_ld` (the copy, or rows
                     // `ir..ir + rows`, columns `pc..pc + kc` of A, checked above); rows
                     // `ir..ir + rows` and columns `j..j + cols` of C are inside the slice
-                    // checked above; the micro-panel (`kc x NR`) or the tail (`tail x kc`) is
-                    // inside `panel`; the bias slices were checked to cover m / n. `a_next` is
+                    // checked above; the micro-panel (`kc x cols`) or the rest (`rest x kc`)
+                    // is inside `panel` (`PanelLayout`); the bias slices were checked to cover m / n. `a_next` is
                     // only prefetched.
                     unsafe {
-                        if q < full {
+                        if q < tiles {
                             K::tile(&t);
                         } else {
                             K::dots(&t);

@@ -52,16 +52,7 @@ pub(crate) fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    assert!(
-        p.groups > 0
-            && p.c_in.is_multiple_of(p.groups)
-            && p.c_out.is_multiple_of(p.groups)
-            && p.stride[0] > 0
-            && p.stride[1] > 0
-            && p.dilation[0] > 0
-            && p.dilation[1] > 0,
-        "conv2d: bad parameters {p:?}"
-    );
+    p.check_operands(input, weight, bias, out);
     if p.is_depthwise() {
         super::depthwise::depthwise_conv2d(p, input, weight, bias, act, scratch, out);
         return;

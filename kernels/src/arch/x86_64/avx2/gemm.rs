@@ -16,6 +16,7 @@
 use super::blis::{self, Bias, ColMajor, MicroKernel, RowMajor, Tile};
 use super::kern;
 use super::lanes::Avx2;
+use crate::len::holds;
 use crate::Activation;
 
 /// Columns per tile: two `__m256`.
@@ -104,7 +105,7 @@ unsafe fn gemm_avx2(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut 
 /// `C[m, n] = A[m, k] * B[k, n]`, overwriting `C`; see [`crate::gemm`].
 pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     assert!(
-        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
         "gemm: short slice"
     );
     if m == 0 || n == 0 {
@@ -187,10 +188,10 @@ pub(crate) fn dense(
     out: &mut [f32],
 ) {
     assert!(
-        input.len() >= batch * n_in
-            && weight.len() >= n_out * n_in
+        holds(input.len(), &[batch, n_in])
+            && holds(weight.len(), &[n_out, n_in])
             && bias.is_none_or(|b| b.len() >= n_out)
-            && out.len() >= batch * n_out,
+            && holds(out.len(), &[batch, n_out]),
         "dense: short slice"
     );
     if batch == 0 || n_out == 0 {

@@ -30,7 +30,7 @@
 use core::ops::Range;
 
 use super::blis::{
-    self, packed_len, prefetch, scatter_row, Bias, MicroKernel, PackB, RowMajor, NC,
+    self, packed_len, prefetch, scatter_row, Bias, MicroKernel, PackB, PanelLayout, RowMajor, NC,
 };
 use super::lanes::Lanes;
 use crate::{Activation, Conv2d};
@@ -308,15 +308,8 @@ fn zero_columns<const NR: usize>(
     ow: usize,
     xs: &Range<usize>,
 ) {
-    let full = nc / NR;
-    let mut set = |jj: usize| {
-        let at = if jj < full * NR {
-            (jj / NR) * kc * NR + p * NR + jj % NR
-        } else {
-            full * kc * NR + (jj - full * NR) * kc + p
-        };
-        dst[at] = 0.0;
-    };
+    let l = PanelLayout::new::<NR>(nc);
+    let mut set = |jj: usize| dst[l.at::<NR>(kc, p, jj)] = 0.0;
     // jj is the panel column of output column `ox` of the current output row.
     let mut row_start = 0isize - ox_first as isize;
     while row_start < nc as isize {
