@@ -11,6 +11,7 @@
 
 use crate::arch::portable::epilogue::epilogue;
 use crate::arch::portable::gemm::dot;
+use crate::len::holds;
 use crate::Activation;
 use core::arch::asm;
 
@@ -26,10 +27,18 @@ pub(super) fn dense(
     act: Activation,
     out: &mut [f32],
 ) {
-    let len = |x: usize, y: usize| x.checked_mul(y).expect("dense: size overflows usize");
-    let input = &input[..len(batch, n_in)];
-    let weight = &weight[..len(n_out, n_in)];
-    let out = &mut out[..len(batch, n_out)];
+    // In release builds too, and without wrapping (`crate::len`); `dot4` checks the rows the
+    // asm reads itself.
+    assert!(
+        holds(input.len(), &[batch, n_in])
+            && holds(weight.len(), &[n_out, n_in])
+            && bias.is_none_or(|b| b.len() >= n_out)
+            && holds(out.len(), &[batch, n_out]),
+        "dense: short slice"
+    );
+    let input = &input[..batch * n_in];
+    let weight = &weight[..n_out * n_in];
+    let out = &mut out[..batch * n_out];
     if n_out == 0 {
         return;
     }

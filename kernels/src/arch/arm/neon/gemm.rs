@@ -30,6 +30,7 @@
 //! padded rows and columns are computed and dropped at write-back). The packing buffers live on
 //! the stack (`KC * (NC + MC)` floats, 132 KiB), because the kernels may not allocate.
 
+use crate::len::holds;
 use core::arch::asm;
 
 /// Rows of the micro-kernel tile.
@@ -45,10 +46,15 @@ const MC: usize = 6 * MR;
 
 /// `C = A B` with `A` `m x k`, `B` `k x n`, `C` `m x n`, all row-major; `C` is overwritten.
 pub(super) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let len = |x: usize, y: usize| x.checked_mul(y).expect("gemm: size overflows usize");
-    let a = &a[..len(m, k)];
-    let b = &b[..len(k, n)];
-    let c = &mut c[..len(m, n)];
+    // In release builds too, and without wrapping (`crate::len`); the micro-kernel checks its
+    // own packed operands, so this is the contract's check, not what keeps the asm sound.
+    assert!(
+        holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
+        "gemm: short slice"
+    );
+    let a = &a[..m * k];
+    let b = &b[..k * n];
+    let c = &mut c[..m * n];
     if m == 0 || n == 0 {
         return;
     }

@@ -32,5 +32,7 @@ fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
+    // The portable checks are `debug_assert!`s, whose products wrap in release builds.
+    p.check_operands(input, weight, bias, out);
     crate::arch::portable::conv::conv2d_with(gemm::gemm, p, input, weight, bias, act, scratch, out);
 }
