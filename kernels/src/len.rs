@@ -22,6 +22,8 @@ pub(crate) fn holds(len: usize, dims: &[usize]) -> bool {
 /// Whether `len` floats hold `rows` rows of `cols` at a stride of `ld`: the last row ends at
 /// `(rows - 1) * ld + cols` (`false` when that overflows; always `true` for `rows == 0`).
 #[inline]
+// Only the x86 GEMM engine takes strided operands; elsewhere (aarch64, 32-bit arm) it is unused.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn holds_strided(len: usize, rows: usize, ld: usize, cols: usize) -> bool {
     match rows.checked_sub(1) {
         None => true,
@@ -36,10 +38,13 @@ pub(crate) fn holds_strided(len: usize, rows: usize, ld: usize, cols: usize) -> 
 mod tests {
     use super::*;
 
+    /// The top bit of a `usize`: doubled, it wraps.
+    const HALF: usize = 1 << (usize::BITS - 1);
+
     #[test]
     fn wrapped_products_are_refused() {
-        // 2^63 * 2 wraps to 0 in usize arithmetic.
-        assert!(!holds(0, &[1 << 63, 2]));
+        // 2^(bits-1) * 2 wraps to 0 in usize arithmetic (written for 32-bit targets too).
+        assert!(!holds(0, &[HALF, 2]));
         assert!(!holds(usize::MAX, &[usize::MAX, 2]));
         assert!(holds(6, &[2, 3]) && !holds(5, &[2, 3]));
         // A zero dimension needs nothing, whatever the others are.
@@ -49,8 +54,8 @@ mod tests {
 
     #[test]
     fn wrapped_strides_are_refused() {
-        // (2^63 - 1) * 2 + 2 wraps to 0.
-        assert!(!holds_strided(0, 1 << 63, 2, 2));
+        // (2^(bits-1) - 1) * 2 + 2 wraps to 0.
+        assert!(!holds_strided(0, HALF, 2, 2));
         assert!(!holds_strided(usize::MAX, 2, usize::MAX, 1));
         assert!(holds_strided(7, 2, 5, 2) && !holds_strided(6, 2, 5, 2));
         assert!(holds_strided(0, 0, usize::MAX, usize::MAX));

@@ -6,8 +6,8 @@
 //! panic, never undefined behaviour. A slice may be longer than its dimensions require; only
 //! the prefix is used.
 //!
-//! Families (one file each under `arch/portable/`, with the same names in every future ISA
-//! folder). The `f32` image kernels, reached through the [`Kernels`] table:
+//! Families (one file each under `arch/portable/`, with the same names in every ISA folder).
+//! The `f32` image kernels, reached through the [`Kernels`] table:
 //!
 //! * **gemm** — [`gemm`] (`C = A B`) and [`dense`] (fully connected, `out = x Wᵀ + b`).
 //! * **conv** — [`conv2d`] with padding, stride, dilation and groups: a GEMM for 1x1, direct

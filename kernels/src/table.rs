@@ -2,7 +2,7 @@
 //! strongest, and picked once.
 //!
 //! The table starts as the portable reference set; each ISA the CPU has (in order: AVX2+FMA,
-//! then AVX-512F on x86_64; NEON on aarch64) overwrites the entries it implements. A kernel is
+//! then AVX-512F on x86_64; NEON on aarch64 and 32-bit arm) overwrites the entries it implements. A kernel is
 //! only ever reachable through a table whose every required CPU feature was detected, so the
 //! `unsafe` calls into `#[target_feature]` functions inside each ISA's safe wrappers are sound
 //! (the wrappers are `pub(crate)`, and the tables are only handed out by [`for_isa`] and
@@ -10,7 +10,7 @@
 //! inner loops never detect.
 //!
 //! With the `std` feature, detection is at run time (`is_x86_feature_detected!`,
-//! `is_aarch64_feature_detected!`) and the environment variable `KILN_ISA`
+//! `is_aarch64_feature_detected!`, `getauxval(AT_HWCAP)` on 32-bit arm) and the environment variable `KILN_ISA`
 //! (`portable`, `avx2`, `avx512`, `neon`) caps the choice, so tests can prove each path runs.
 //! Without `std`, the choice is what the build enables with `-C target-feature`.
 
@@ -21,7 +21,7 @@ use crate::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};
 pub enum Isa {
     /// Plain Rust, every target.
     Portable,
-    /// aarch64 Advanced SIMD.
+    /// Advanced SIMD: aarch64's, or 32-bit arm's (`asm!` kernels, detected through `AT_HWCAP`).
     Neon,
     /// x86_64 AVX2 with FMA.
     Avx2,
@@ -127,6 +127,8 @@ const fn build(isa: Isa) -> Kernels {
         Isa::Portable => {}
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => crate::arch::aarch64::neon::upgrade(&mut k),
+        #[cfg(target_arch = "arm")]
+        Isa::Neon => crate::arch::arm::neon::upgrade(&mut k),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => crate::arch::x86_64::avx2::upgrade(&mut k),
         #[cfg(target_arch = "x86_64")]
@@ -196,7 +198,10 @@ pub fn best() -> &'static Kernels {
         target_feature = "fma"
     )) {
         Isa::Avx2
-    } else if cfg!(all(target_arch = "aarch64", target_feature = "neon")) {
+    } else if cfg!(all(
+        any(target_arch = "aarch64", target_arch = "arm"),
+        target_feature = "neon"
+    )) {
         Isa::Neon
     } else {
         Isa::Portable
@@ -244,7 +249,11 @@ fn neon_available() -> bool {
     {
         cfg!(target_feature = "neon")
     }
-    #[cfg(not(target_arch = "aarch64"))]
+    #[cfg(target_arch = "arm")]
+    {
+        crate::arch::arm::neon_detected()
+    }
+    #[cfg(not(any(target_arch = "aarch64", target_arch = "arm")))]
     {
         false
     }

@@ -1,5 +1,6 @@
 //! Which kernels a model uses on this machine: `kiln::isa()` must name the strongest
-//! instruction set the CPU has, capped by `KILN_ISA`, and under qemu-aarch64 that is NEON.
+//! instruction set the CPU has, capped by `KILN_ISA`, and under qemu-aarch64 and qemu-arm that
+//! is NEON.
 //!
 //! The expectation is worked out here from the standard library's feature detection and this
 //! target's own ladder of ISAs, independently of kiln's selection code, so a selection that
@@ -8,6 +9,12 @@
 //! qemu-aarch64 and qemu-arm, where it proves the NEON table is the one chosen.
 
 use kiln_tests::Mlp;
+
+/// NEON from `/proc/self/auxv`, independently of kiln (one copy, shared with the kernel
+/// harnesses).
+#[cfg(target_arch = "arm")]
+#[path = "../../kernels/tests/common/auxv.rs"]
+mod auxv;
 
 /// The ISAs this target has kernels for, weakest first, each with whether the CPU has every
 /// feature its kernels use.
@@ -26,6 +33,8 @@ fn ladder() -> Vec<(&'static str, bool)> {
     }
     #[cfg(target_arch = "aarch64")]
     isas.push(("neon", std::arch::is_aarch64_feature_detected!("neon")));
+    #[cfg(target_arch = "arm")]
+    isas.push(("neon", auxv::hwcap_neon()));
     isas
 }
 
@@ -75,9 +84,14 @@ fn aarch64_selects_neon() {
 
 #[cfg(target_arch = "arm")]
 #[test]
-fn arm32_runs_the_portable_kernels() {
-    // 32-bit arm has no kernel table of its own (see kernels/src/arch/arm/mod.rs).
-    assert_eq!(kiln::isa(), "portable");
+fn arm32_selects_neon() {
+    // qemu-arm's default CPU has NEON, as do the armv7 boards kiln targets; this is the check
+    // that the `asm!` NEON kernels, not the portable fallback, are the ones running.
+    assert!(auxv::hwcap_neon(), "this CPU (or qemu-arm) reports no NEON");
+    match cap().as_deref() {
+        Some("portable") => assert_eq!(kiln::isa(), "portable"),
+        _ => assert_eq!(kiln::isa(), "neon"),
+    }
 }
 
 #[test]

@@ -22,6 +22,7 @@
 
 use super::epilogue::epilogue;
 use super::gemm::gemm;
+use super::matmul::GemmFn;
 use crate::{Activation, Conv2d};
 use core::ops::Range;
 
@@ -82,6 +83,23 @@ fn axpy_strided(dst: &mut [f32], weight: f32, src: &[f32], start: usize, stride:
 /// activation is applied after the bias. `scratch` needs [`Conv2d::scratch_len`] elements; its
 /// contents on entry do not matter.
 pub fn conv2d(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    conv2d_with(gemm, p, input, weight, bias, act, scratch, out);
+}
+
+/// [`conv2d`] with the pointwise and im2col products done by `gemm` (same contract as the
+/// portable [`gemm`]: `C = A B`, overwriting `C`). An ISA whose only fast kernel is its GEMM
+/// (32-bit arm's NEON `asm!` tile) gets the whole convolution from it this way.
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the GEMM.
+pub(crate) fn conv2d_with(
+    gemm: GemmFn,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],

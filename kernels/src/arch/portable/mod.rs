@@ -3,12 +3,12 @@
 //! Each family is a file; this module re-exports their public functions so that
 //! `arch::portable::<name>` is the full set, the shape every ISA module will share.
 
-mod conv;
+pub(crate) mod conv; // `conv2d_with`, for ISAs that bring only a GEMM (32-bit arm).
 mod conv_nd;
 mod copy;
 mod eltwise;
-mod epilogue;
-mod gemm;
+pub(crate) mod epilogue; // With `gemm::dot`, for 32-bit arm's NEON `dense`.
+pub(crate) mod gemm;
 mod matmul;
 mod nd;
 mod norm;
