@@ -34,8 +34,8 @@ pub(crate) fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    p.debug_check();
-    debug_assert!(
+    p.check_operands(input, weight, bias, out);
+    assert!(
         scratch.len() >= p.scratch_len(),
         "conv2d: scratch too short"
     );

@@ -28,6 +28,7 @@
 //! portable kernel's (separate multiply and add) by rounding only.
 
 use super::simd::{epilogue, load, store, LANES};
+use crate::len::holds;
 use crate::Activation;
 use core::arch::aarch64::*;
 
@@ -42,9 +43,12 @@ const NC: usize = 4 * NR;
 
 /// `C = A B` with `A` `m x k`, `B` `k x n`, `C` `m x n`, all row-major; `C` is overwritten.
 pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    debug_assert!(a.len() >= m * k, "gemm: a too short");
-    debug_assert!(b.len() >= k * n, "gemm: b too short");
-    debug_assert!(c.len() >= m * n, "gemm: c too short");
+    // Checked in release builds too, without wrapping: the micro-kernel reads through raw
+    // pointers derived from these slices (see `crate::len`).
+    assert!(
+        holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
+        "gemm: short slice for m = {m}, n = {n}, k = {k}"
+    );
     // SAFETY: only reachable through a table built after detecting NEON (crate::table).
     unsafe { gemm_neon(m, n, k, a, b, c) }
 }
