@@ -216,13 +216,13 @@ pub(crate) fn dense(
     act: Activation,
     out: &mut [f32],
 ) {
-    debug_assert!(input.len() >= batch * n_in, "dense: input too short");
-    debug_assert!(weight.len() >= n_out * n_in, "dense: weight too short");
-    debug_assert!(
-        bias.is_none_or(|b| b.len() >= n_out),
-        "dense: bias too short"
+    assert!(
+        holds(input.len(), &[batch, n_in])
+            && holds(weight.len(), &[n_out, n_in])
+            && bias.is_none_or(|b| b.len() >= n_out)
+            && holds(out.len(), &[batch, n_out]),
+        "dense: short slice for batch = {batch}, {n_in} -> {n_out}"
     );
-    debug_assert!(out.len() >= batch * n_out, "dense: out too short");
     // SAFETY: only reachable through a table built after detecting NEON (crate::table).
     unsafe { dense_neon(batch, n_in, n_out, input, weight, bias, act, out) }
 }
