@@ -14,9 +14,31 @@ use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
 
+/// What the generated type is called and how it looks from outside: every front end gives one
+/// (the DSL from the `net` line, a model file from its name and inputs).
+#[derive(Debug)]
+pub struct Signature {
+    pub attrs: Vec<syn::Attribute>,
+    pub vis: syn::Visibility,
+    pub name: syn::Ident,
+    /// The parameter name of each input of `run`.
+    pub inputs: Vec<syn::Ident>,
+}
+
+impl Signature {
+    pub fn of(def: &NetworkDef) -> Signature {
+        Signature {
+            attrs: def.attrs.clone(),
+            vis: def.vis.clone(),
+            name: def.name.clone(),
+            inputs: def.inputs.iter().map(|i| i.name.clone()).collect(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Model<'a> {
-    pub def: &'a NetworkDef,
+    pub sig: &'a Signature,
     pub graph: &'a Graph,
     pub plan: &'a Plan,
     pub planned: &'a Planned,
@@ -1100,10 +1122,10 @@ fn broadcast_tokens(a: &Shape, b: &Shape, out: &Shape) -> TokenStream {
 pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let m = &variants[0];
     let multi = variants.len() > 1 || !m.label.is_empty();
-    let def = m.def;
-    let attrs = &def.attrs;
-    let vis = &def.vis;
-    let name = &def.name;
+    let sig = m.sig;
+    let attrs = &sig.attrs;
+    let vis = &sig.vis;
+    let name = &sig.name;
     let max = |f: fn(&Plan) -> usize| variants.iter().map(|v| f(v.plan)).max().unwrap_or(0);
     let arena_bytes = max(|p| p.arena_bytes);
     let lower = max(|p| p.lower_bound);
@@ -1117,7 +1139,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let input_tys: Vec<_> = (0..m.graph.inputs.len())
         .map(|i| format_ident!("X{}", i))
         .collect();
-    let user_names: Vec<_> = def.inputs.iter().map(|i| &i.name).collect();
+    let user_names: Vec<_> = sig.inputs.iter().collect();
     let input_checks = |m: &Model| {
         let checks = m
             .graph
