@@ -40,6 +40,8 @@ pub struct Builder {
     models: Vec<(PathBuf, String)>,
     out_dir: Option<PathBuf>,
     quiet: bool,
+    /// Whether ONNX weights are embedded (`new()`); see [`Builder::embed_weights`].
+    no_embed: bool,
 }
 
 /// What happened to one model.
@@ -98,6 +100,14 @@ impl Builder {
         self
     }
 
+    /// Whether the generated ONNX models embed their weights (the default). Without, the
+    /// weights file is still written (`$OUT_DIR/kiln/<name>.safetensors`) but the type has only
+    /// `from_safetensors`: for very large models, whose bytes would bloat the binary.
+    pub fn embed_weights(mut self, embed: bool) -> Builder {
+        self.no_embed = !embed;
+        self
+    }
+
     /// Do not print `cargo:` lines (for tests of the builder itself).
     pub fn quiet(mut self) -> Builder {
         self.quiet = true;
@@ -148,7 +158,7 @@ impl Builder {
                 let mut inputs = vec![path.clone()];
                 let result = std::fs::create_dir_all(&out)
                     .map_err(|e| format!("error: cannot create {}: {e}", out.display()))
-                    .and_then(|()| one_model(path, &name, &out, &mut inputs));
+                    .and_then(|()| one_model(path, &name, &out, !self.no_embed, &mut inputs));
                 if !self.quiet {
                     for f in &inputs {
                         println!("cargo:rerun-if-changed={}", f.display());
@@ -183,6 +193,7 @@ fn one_model(
     path: &Path,
     name: &str,
     out: &Path,
+    embed: bool,
     inputs: &mut Vec<PathBuf>,
 ) -> Result<PathBuf, String> {
     let shown = path.display().to_string();
@@ -190,7 +201,7 @@ fn one_model(
     let code = match ext {
         "kiln" => kiln_file(path, &shown, inputs)?,
         #[cfg(feature = "onnx")]
-        "onnx" => onnx_file(path, name, &shown, out, inputs)?,
+        "onnx" => onnx_file(path, name, &shown, out, embed, inputs)?,
         _ => {
             return Err(format!(
                 "error: {shown}: kiln compiles `.kiln` and `.onnx` files, not `.{ext}`"
@@ -256,6 +267,7 @@ fn onnx_file(
     name: &str,
     shown: &str,
     out: &Path,
+    embed: bool,
     inputs: &mut Vec<PathBuf>,
 ) -> Result<TokenStream, String> {
     use crate::front::onnx;
@@ -277,7 +289,7 @@ fn onnx_file(
     let file = format!("{name}.safetensors");
     let bytes = safetensors_bytes(&imported.weights).map_err(|e| format!("error: {shown}: {e}"))?;
     write_if_changed(&out.join(&file), &bytes)?;
-    let weights = (!imported.weights.is_empty()).then(|| crate::WeightsRef {
+    let weights = (embed && !imported.weights.is_empty()).then(|| crate::WeightsRef {
         written: file,
         base_dir: out.to_path_buf(),
         at: crate::diag::Loc(0),

@@ -169,6 +169,10 @@ struct Const {
     dtype: DType,
     dims: Vec<usize>,
     data: Data,
+    /// The tensor of the model this one is a view of (an initializer or a node's constant
+    /// result, seen through reshapes and (un)squeezes), with its shape: a parameter is made
+    /// under that name and shape, so the weights file keeps the model's own tensors.
+    src: Option<Rc<(String, Vec<usize>)>>,
 }
 
 #[derive(Clone, Debug)]
@@ -183,6 +187,7 @@ impl Const {
             dtype: DType::I64,
             dims,
             data: Data::I(v),
+            src: None,
         }
     }
     fn as_ints(&self) -> Vec<i64> {
@@ -213,6 +218,7 @@ impl Const {
             dtype: self.dtype,
             dims,
             data,
+            src: None,
         }
     }
 }
@@ -349,7 +355,8 @@ impl<'e> Importer<'_, 'e> {
         for t in &g.initializer {
             let at = self.loc(format!("initializer \"{}\"", t.name()));
             match self.tensor(t) {
-                Ok(c) => {
+                Ok(mut c) => {
+                    c.src = Some(Rc::new((t.name().to_string(), c.dims.clone())));
                     self.env.insert(t.name().to_string(), V::C(Rc::new(c)));
                 }
                 Err(e) => self.errors.push(at, e),
@@ -372,12 +379,22 @@ impl<'e> Importer<'_, 'e> {
                         if name.is_empty() {
                             continue;
                         }
-                        if let V::G(id) = v {
-                            let slot = &mut self.graph.values[id.index()].name;
-                            if slot.is_none() {
-                                *slot = Some(name.clone());
+                        let v = match v {
+                            V::G(id) => {
+                                let slot = &mut self.graph.values[id.index()].name;
+                                if slot.is_none() {
+                                    *slot = Some(name.clone());
+                                }
+                                V::G(id)
                             }
-                        }
+                            // A new constant is a tensor of the model under this name.
+                            V::C(c) if c.src.is_none() => {
+                                let mut c = (*c).clone();
+                                c.src = Some(Rc::new((name.clone(), c.dims.clone())));
+                                V::C(Rc::new(c))
+                            }
+                            c => c,
+                        };
                         self.env.insert(name.clone(), v);
                     }
                 }
@@ -603,7 +620,12 @@ impl<'e> Importer<'_, 'e> {
             }
             data
         };
-        Ok(Const { dtype, dims, data })
+        Ok(Const {
+            dtype,
+            dims,
+            data,
+            src: None,
+        })
     }
 
     /// The bytes of a tensor stored in an external-data file next to the model.
@@ -722,7 +744,25 @@ impl<'e> Importer<'_, 'e> {
                 }
             }
             (Data::F(v), _) if c.dtype == DType::F32 || c.dtype == DType::F64 => {
-                self.param(name, c.dims.clone(), v.clone(), at)
+                // Under the model's own tensor, reshaped here when it was seen through a view.
+                match c.src.as_deref() {
+                    Some((key, dims)) if product(dims) == Some(v.len()) => {
+                        let p = match self.materialized.get(&format!("{key}#param")) {
+                            Some(&p) => p,
+                            None => {
+                                let p = self.param(key, dims.clone(), v.clone(), at);
+                                self.materialized.insert(format!("{key}#param"), p);
+                                p
+                            }
+                        };
+                        if *dims == c.dims {
+                            p
+                        } else {
+                            self.reshape(p, c.dims.iter().map(|&d| d as i64).collect(), at)
+                        }
+                    }
+                    _ => self.param(name, c.dims.clone(), v.clone(), at),
+                }
             }
             _ => {
                 return Err(format!(
@@ -765,6 +805,11 @@ impl<'e> Importer<'_, 'e> {
         if !matches!(c.data, Data::F(_)) {
             return Err(format!("{what} `{name}` must be f32, not {}", c.dtype));
         }
+        // The model's own tensor when this is it (not a reshaped view of it).
+        let name = match c.src.as_deref() {
+            Some((key, dims)) if *dims == c.dims => key.clone(),
+            _ => name,
+        };
         if let Some(&id) = self.materialized.get(&format!("{name}#param")) {
             return Ok((id, c.dims.clone()));
         }
@@ -843,9 +888,8 @@ impl<'e> Importer<'_, 'e> {
         }
         Ok(match op {
             "Identity" | "Dropout" => {
-                if node.output.len() > 1 && !node.output[1].is_empty() {
-                    return Err("Dropout's mask output is not supported (inference only)".into());
-                }
+                // Inference: the data passes through; the mask output (if named) stays unbound,
+                // so a node that reads it is reported as reading an undefined input.
                 vec![self.need(node, 0)?]
             }
             "Constant" => {
@@ -856,11 +900,13 @@ impl<'e> Importer<'_, 'e> {
                         dtype: DType::F32,
                         dims: vec![],
                         data: Data::F(vec![a.f()]),
+                        src: None,
                     },
                     "value_floats" => Const {
                         dtype: DType::F32,
                         dims: vec![a.floats.len()],
                         data: Data::F(a.floats.clone()),
+                        src: None,
                     },
                     "value_int" => Const::ints(vec![], vec![a.i()]),
                     "value_ints" => Const::ints(vec![a.ints.len()], a.ints.clone()),
@@ -882,12 +928,22 @@ impl<'e> Importer<'_, 'e> {
                         dtype: DType::F32,
                         dims: vec![1],
                         data: Data::F(vec![0.0]),
+                        src: None,
                     },
                 };
-                let c = value.with(dims, &vec![0; n]);
                 if value.len() != 1 {
                     return Err("ConstantOfShape's value must have one element".into());
                 }
+                let data = match &value.data {
+                    Data::F(v) => Data::F(vec![v[0]; n]),
+                    Data::I(v) => Data::I(vec![v[0]; n]),
+                };
+                let c = Const {
+                    dtype: value.dtype,
+                    dims,
+                    data,
+                    src: None,
+                };
                 vec![V::C(Rc::new(c))]
             }
             "Shape" => {
@@ -917,6 +973,7 @@ impl<'e> Importer<'_, 'e> {
                             dtype: dt,
                             dims: c.dims.clone(),
                             data,
+                            src: None,
                         }))]
                     }
                     v => {
@@ -1051,6 +1108,7 @@ impl<'e> Importer<'_, 'e> {
                         };
                         return Ok(vec![V::C(Rc::new(Const {
                             data,
+                            src: None,
                             ..(*c).clone()
                         }))]);
                     }
@@ -1641,7 +1699,11 @@ impl<'e> Importer<'_, 'e> {
         if let (V::C(bc), true, true) = (&b, alpha == 1.0 && beta == 1.0, bias_ok(&c)) {
             if let (&[k, n], Data::F(data)) = (&bc.dims[..], &bc.data) {
                 // Dense weights are [out, in]: B^T.
-                let name = Self::name_of(node, 1);
+                // The model's tensor when `B` is a view of one (same elements, same order).
+                let name = bc
+                    .src
+                    .as_deref()
+                    .map_or_else(|| Self::name_of(node, 1), |(key, _)| key.clone());
                 let (key, w) = if tb {
                     (name, data.clone())
                 } else {
@@ -1840,6 +1902,7 @@ fn fold_binary(op: BinOp, a: &Const, b: &Const) -> Option<Const> {
         dtype: if float { DType::F32 } else { a.dtype },
         dims: out,
         data,
+        src: None,
     })
 }
 
@@ -1872,6 +1935,7 @@ fn fold_concat(vals: &[V], axis: i64) -> Option<R<Const>> {
         dtype: first.dtype,
         dims: vec![len],
         data,
+        src: None,
     }))
 }
 
