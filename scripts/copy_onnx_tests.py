@@ -1,5 +1,5 @@
 """Copies ONNX backend test cases from the onnx pip package into tests/data/onnx/ for the
-conformance runner (tests/tests/conformance.rs, compiled through tests/build.rs).
+conformance runner (tests/tests/conformance.rs, compiled through tests/build/conformance.rs).
 
 Each case becomes tests/data/onnx/<suite>/<case>/model.onnx plus io.safetensors holding the
 first test data set: `input_<k>` and `output_<k>` in the model's order, with their dtypes.

@@ -1,5 +1,5 @@
 //! The ONNX conformance runner: the backend test cases of the `onnx` package
-//! (`scripts/copy_onnx_tests.py` copies them into `data/onnx/`), compiled by `build.rs` through
+//! (`scripts/copy_onnx_tests.py` copies them into `data/onnx/`), compiled by the build script `build/conformance.rs` through
 //! `kiln_dsl::Builder` and run here against the outputs onnxruntime's reference stored with
 //! them. Prints exactly one line per suite,
 //! `CONFORMANCE suite=<name> passed=<n> failed=<n> unsupported=<n>`, and each unsupported case

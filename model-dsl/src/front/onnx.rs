@@ -462,7 +462,7 @@ impl<'e> Importer<'_, 'e> {
                 Some(pb::tensor_shape_proto::dimension::Value::DimValue(n)) if n > 0 => {
                     dims.push(Dim::Known(n as usize))
                 }
-                Some(pb::tensor_shape_proto::dimension::Value::DimValue(n)) if n == 0 => {
+                Some(pb::tensor_shape_proto::dimension::Value::DimValue(0)) => {
                     return Err("a size of 0 is not supported".into())
                 }
                 _ => return Ok(None),
