@@ -1532,9 +1532,9 @@ impl<'e> Importer<'_, 'e> {
             }
             "Pad" => {
                 let mode = Self::attr_s(node, "mode");
-                if !(mode.is_empty() || mode == "constant") {
+                if !matches!(mode.as_str(), "" | "constant" | "reflect" | "edge") {
                     return Err(format!(
-                        "Pad mode `{mode}` is not supported (only `constant`)"
+                        "Pad mode `{mode}` is not supported (`constant`, `reflect`, `edge` are)"
                     ));
                 }
                 let pads = match self.konst(node, 1, "the pads")? {
@@ -1552,6 +1552,9 @@ impl<'e> Importer<'_, 'e> {
                 }
                 let x = x!(0);
                 let pads = to_dims(&pads, "the pads (negative pads crop)")?;
+                if mode == "reflect" || mode == "edge" {
+                    return Ok(gv(self.pad_copies(x, &pads, mode == "reflect", at)?));
+                }
                 match pads[..] {
                     [0, 0, t, l, 0, 0, b, r] => gv(self.op(
                         OpKind::Pad { pad: [t, l, b, r], value },
@@ -1765,6 +1768,60 @@ impl<'e> Importer<'_, 'e> {
             r = self.bin(BinOp::Add, r, cv, at);
         }
         Ok(r)
+    }
+
+    /// `reflect` / `edge` padding from slices and concats, one axis after the other: reflect
+    /// takes the `b` elements after the first in reverse (a slice with step -1) before and the
+    /// `e` before the last after; edge repeats the first and last element.
+    fn pad_copies(&mut self, mut x: ValueId, pads: &[usize], reflect: bool, at: Loc) -> R<ValueId> {
+        let dims = self.shape_of(x)?.dims;
+        let rank = dims.len();
+        if pads.len() != 2 * rank {
+            return Err(format!("pads {pads:?} needs {} numbers", 2 * rank));
+        }
+        for (a, &n) in dims.iter().enumerate() {
+            let (b, e) = (pads[a], pads[a + rank]);
+            if b == 0 && e == 0 {
+                continue;
+            }
+            let (n, bi, ei) = (n as i64, b as i64, e as i64);
+            if reflect && (bi >= n || ei >= n) {
+                return Err(format!(
+                    "reflect padding of {b}/{e} needs more than {n} elements on axis {a}"
+                ));
+            }
+            let src = x;
+            let slice = |this: &mut Self, start: i64, end: i64, step: i64| {
+                let kind = OpKind::Slice {
+                    starts: vec![start],
+                    ends: vec![end],
+                    axes: vec![a as i64],
+                    steps: vec![step],
+                };
+                this.op(kind, vec![src], at)
+            };
+            let mut parts = Vec::new();
+            if b > 0 {
+                if reflect {
+                    parts.push(slice(self, bi, 0, -1));
+                } else {
+                    let first = slice(self, 0, 1, 1);
+                    parts.extend(std::iter::repeat_n(first, b));
+                }
+            }
+            parts.push(src);
+            if e > 0 {
+                if reflect {
+                    // An end below -n clamps to "before the first element".
+                    parts.push(slice(self, n - 2, n - 2 - ei - n, -1));
+                } else {
+                    let last = slice(self, n - 1, n, 1);
+                    parts.extend(std::iter::repeat_n(last, e));
+                }
+            }
+            x = self.op(OpKind::Concat { axis: a as i64 }, parts, at);
+        }
+        Ok(x)
     }
 
     /// `gamma * elu(x, alpha)` from relu, exp and arithmetic.
