@@ -7,6 +7,22 @@
 pub use kiln_macros::network;
 pub use kiln_runtime::{isa, Arena, AsInput, Error, Scalar, Seq, SeqBuf, Tensor};
 
+/// Includes a model that `kiln_dsl::Builder` compiled in the build script: `include_model!("det")`
+/// for `models/det.onnx` or `models/det.kiln` (the file stem). The type it defines is the same
+/// as `network!`'s (`new`, `from_safetensors`, `run`, `run_in`, `ARENA_BYTES`, `PLAN`, ...):
+/// a `.kiln` file's `net` name, or an ONNX model's stem in CamelCase (`det` → `Det`).
+#[macro_export]
+macro_rules! include_model {
+    ($name:literal) => {
+        ::core::include!(::core::concat!(
+            ::core::env!("OUT_DIR"),
+            "/kiln/",
+            $name,
+            ".rs"
+        ));
+    };
+}
+
 /// Everything generated code names, and nothing else. Not a public API: it may change in any
 /// release.
 #[doc(hidden)]

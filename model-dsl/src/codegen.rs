@@ -16,9 +16,55 @@ use crate::weights::WeightsFile;
 
 mod seq;
 
+/// What the generated type is called and how it looks from outside: every front end gives one
+/// (the DSL from the `net` line, a model file from its name and inputs).
+#[derive(Debug)]
+pub struct Signature {
+    pub attrs: Vec<syn::Attribute>,
+    pub vis: syn::Visibility,
+    pub name: syn::Ident,
+    /// The parameters of `run`, in order.
+    pub inputs: Vec<Param>,
+}
+
+/// One parameter of `run`: a tensor (one graph input) or, with `seq_len = Some(n)`, a
+/// `kiln::Seq` of `n` tensors (`n` consecutive graph inputs).
+#[derive(Debug)]
+pub struct Param {
+    pub name: syn::Ident,
+    pub seq_len: Option<usize>,
+}
+
+impl Param {
+    pub fn tensor(name: syn::Ident) -> Param {
+        Param {
+            name,
+            seq_len: None,
+        }
+    }
+}
+
+impl Signature {
+    pub fn of(def: &NetworkDef) -> Signature {
+        Signature {
+            attrs: def.attrs.clone(),
+            vis: def.vis.clone(),
+            name: def.name.clone(),
+            inputs: def
+                .inputs
+                .iter()
+                .map(|i| Param {
+                    name: i.name.clone(),
+                    seq_len: i.ty.seq_len.filter(|_| i.ty.seq).map(|n| n.value),
+                })
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Model<'a> {
-    pub def: &'a NetworkDef,
+    pub sig: &'a Signature,
     pub graph: &'a Graph,
     pub plan: &'a Plan,
     pub planned: &'a Planned,
@@ -1126,10 +1172,10 @@ fn broadcast_tokens(a: &Shape, b: &Shape, out: &Shape) -> TokenStream {
 pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let m = &variants[0];
     let multi = variants.len() > 1 || !m.label.is_empty();
-    let def = m.def;
-    let attrs = &def.attrs;
-    let vis = &def.vis;
-    let name = &def.name;
+    let sig = m.sig;
+    let attrs = &sig.attrs;
+    let vis = &sig.vis;
+    let name = &sig.name;
     let max = |f: fn(&Plan) -> usize| variants.iter().map(|v| f(v.plan)).max().unwrap_or(0);
     let arena_bytes = max(|p| p.arena_bytes);
     let lower = max(|p| p.lower_bound);
@@ -1153,12 +1199,11 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let mut params = Vec::new();
     let mut prelude = Vec::new();
     let mut user_names: Vec<TokenStream> = Vec::new();
-    for d in &def.inputs {
+    for d in &sig.inputs {
         let name = &d.name;
         let gi = user_names.len();
-        match d.ty.seq_len.filter(|_| d.ty.seq) {
+        match d.seq_len {
             Some(n) => {
-                let n = n.value;
                 let t = &input_elems[gi];
                 let ids: Vec<_> = (0..n).map(|k| format_ident!("__{}_{}", name, k)).collect();
                 params.push(quote! { #name: &::kiln::__private::Seq<'_, #t, #n> });

@@ -14,6 +14,8 @@
 //! has the details).
 
 pub mod alias;
+#[cfg(feature = "build")]
+pub mod build;
 pub mod codegen;
 pub mod contract;
 pub mod diag;
@@ -33,6 +35,9 @@ use std::path::PathBuf;
 use proc_macro2::{Span, TokenStream};
 
 use crate::diag::Errors;
+
+#[cfg(feature = "build")]
+pub use build::Builder;
 
 /// Everything the compiler worked out about one network.
 #[derive(Debug)]
@@ -77,10 +82,28 @@ impl Compiled {
 }
 
 fn internal_error(what: &str, detail: &str) -> syn::Error {
-    syn::Error::new(
-        Span::call_site(),
-        format!("kiln internal error (a compiler bug, not a mistake in the model; please report it): {what}\n{detail}"),
-    )
+    syn::Error::new(Span::call_site(), internal_message(what, detail))
+}
+
+fn internal_message(what: &str, detail: &str) -> String {
+    format!("kiln internal error (a compiler bug, not a mistake in the model; please report it): {what}\n{detail}")
+}
+
+/// A weights file as the model names it: the path as written (messages quote it), the
+/// directory it is relative to, and where it was written.
+#[derive(Debug)]
+pub struct WeightsRef {
+    pub written: String,
+    pub base_dir: PathBuf,
+    pub at: diag::Loc,
+}
+
+/// Why the shared part of the pipeline stopped: the model's mistakes (at the front end's
+/// locations, for it to render) or a compiler bug (already a message).
+#[derive(Debug)]
+pub enum Failure {
+    User(Errors),
+    Internal(String),
 }
 
 /// `h = 224, w = 224`.
@@ -93,8 +116,8 @@ fn label(symbols: &[String], binding: &[usize]) -> String {
         .join(", ")
 }
 
-/// Runs every pass. `base_dir` is where relative weights paths start (the directory of the
-/// file containing the macro call); `None` means the crate root (`CARGO_MANIFEST_DIR`).
+/// Runs every pass of the DSL. `base_dir` is where relative weights paths start (the directory
+/// of the file containing the macro call); `None` means the crate root (`CARGO_MANIFEST_DIR`).
 ///
 /// With size symbols, inference, fusion, planning and verification run once per listed shape;
 /// the first shape whose inference fails stops the compilation, and its errors name the shape.
@@ -104,7 +127,33 @@ pub fn compile(
 ) -> Result<Compiled, syn::Error> {
     let mut errors = Errors::default();
     let mut lowered = front::dsl::lower(def, &mut errors);
-    let source = lowered.graph;
+    let base_dir = base_dir
+        .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
+        .unwrap_or_default();
+    let weights = lowered.weights_file.as_ref().map(|lit| WeightsRef {
+        written: lit.value(),
+        base_dir: base_dir.clone(),
+        at: lowered.spans.at(lit.span()),
+    });
+    match pipeline(lowered.graph, weights, errors) {
+        Ok(c) => Ok(c),
+        Err(Failure::User(errors)) => Err(lowered
+            .spans
+            .render_all(&errors)
+            .unwrap_or_else(|| internal_error("an error without a message", ""))),
+        Err(Failure::Internal(msg)) => Err(syn::Error::new(Span::call_site(), msg)),
+    }
+}
+
+/// The passes every front end shares, from an untyped graph to a verified plan: inference
+/// (per binding of the size symbols), the weights file's check (`weights`: its path and where
+/// it was declared), the IR verifier, fusion, planning and the plan verifier. `errors` holds
+/// what the front end already found; inference still runs once to report its own errors too.
+pub fn pipeline(
+    source: ir::Graph,
+    weights: Option<WeightsRef>,
+    mut errors: Errors,
+) -> Result<Compiled, Failure> {
     let mut typed = Vec::new();
     if errors.is_empty() {
         for binding in &source.bindings {
@@ -125,36 +174,33 @@ pub fn compile(
         let binding = source.bindings.first().cloned().unwrap_or_default();
         infer::infer(&source, &binding, &mut errors);
     }
-    let base_dir = base_dir
-        .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
-        .unwrap_or_default();
     for (_, g) in &typed {
         alias::check(g, &mut errors);
     }
-    let weights = match (&lowered.weights_file, typed.first()) {
-        (Some(lit), Some((_, g))) if errors.is_empty() => {
-            let at = lowered.spans.at(lit.span());
-            weights::check(g, &lit.value(), at, &base_dir, &mut errors)
+    let weights = match (&weights, typed.first()) {
+        (Some(w), Some((_, g))) if errors.is_empty() => {
+            weights::check(g, &w.written, w.at, &w.base_dir, &mut errors)
         }
         _ => None,
     };
-    if let Some(e) = lowered.spans.render_all(&errors) {
-        return Err(e);
+    if !errors.is_empty() {
+        return Err(Failure::User(errors));
     }
+    let internal = |what: &str, detail: String| Failure::Internal(internal_message(what, &detail));
     let mut variants = Vec::new();
     let mut params: Option<layout::ParamLayout> = None;
     for (binding, typed) in typed {
         if let Err(msg) = ir::verify::verify(&typed) {
-            return Err(internal_error(
+            return Err(internal(
                 &format!("the typed IR is malformed: {msg}"),
-                &ir::print::print(&typed),
+                ir::print::print(&typed),
             ));
         }
         let graph = fuse::fuse(&typed);
         if let Err(msg) = ir::verify::verify(&graph) {
-            return Err(internal_error(
+            return Err(internal(
                 &format!("fusion broke the IR: {msg}"),
-                &ir::print::print(&graph),
+                ir::print::print(&graph),
             ));
         }
         // Free concatenations when they make the arena no larger (ties: fewer copies).
@@ -168,7 +214,7 @@ pub fn compile(
             }
         }
         if let Err(msg) = verify::verify(&planned.problem, &plan) {
-            return Err(internal_error(&msg, &plan.render(&planned.problem)));
+            return Err(internal(&msg, plan.render(&planned.problem)));
         }
         // Declared in-place ops were proven safe; the planner must have honoured them.
         for op in graph.ops.iter().filter(|o| o.in_place) {
@@ -177,21 +223,21 @@ pub fn compile(
                 _ => None,
             };
             if root(op.result()).is_none() || root(op.result()) != root(op.args[0]) {
-                return Err(internal_error(
+                return Err(internal(
                     &format!(
                         "the declared in-place {} was not planned in place",
                         op.kind.name()
                     ),
-                    &plan.render(&planned.problem),
+                    plan.render(&planned.problem),
                 ));
             }
         }
         let layout = layout::param_layout(&graph);
         match &params {
             Some(p) if *p != layout => {
-                return Err(internal_error(
+                return Err(internal(
                     "the parameter layout differs between variants",
-                    &ir::print::print(&graph),
+                    ir::print::print(&graph),
                 ))
             }
             Some(_) => {}
@@ -207,7 +253,7 @@ pub fn compile(
         });
     }
     let Some(params) = params else {
-        return Err(internal_error("no variant to compile", ""));
+        return Err(internal("no variant to compile", String::new()));
     };
     Ok(Compiled {
         source,
@@ -217,27 +263,30 @@ pub fn compile(
     })
 }
 
+/// The Rust code of a compiled network: its type, named and shaped as `sig` says.
+pub fn generate(c: &Compiled, sig: &codegen::Signature) -> TokenStream {
+    let plan_text = c.plan_text();
+    let variants: Vec<codegen::Model> = c
+        .variants
+        .iter()
+        .map(|v| codegen::Model {
+            sig,
+            graph: &v.graph,
+            plan: &v.plan,
+            planned: &v.planned,
+            plan_text: &plan_text,
+            params: &c.params,
+            weights: c.weights.as_ref(),
+            label: &v.label,
+        })
+        .collect();
+    codegen::generate(&variants)
+}
+
 /// The macro driver: compile and generate, or return the errors next to a fallback type.
 pub fn expand(def: syntax::NetworkDef, base_dir: Option<PathBuf>) -> TokenStream {
     match compile(&def, base_dir) {
-        Ok(c) => {
-            let plan_text = c.plan_text();
-            let variants: Vec<codegen::Model> = c
-                .variants
-                .iter()
-                .map(|v| codegen::Model {
-                    def: &def,
-                    graph: &v.graph,
-                    plan: &v.plan,
-                    planned: &v.planned,
-                    plan_text: &plan_text,
-                    params: &c.params,
-                    weights: c.weights.as_ref(),
-                    label: &v.label,
-                })
-                .collect();
-            codegen::generate(&variants)
-        }
+        Ok(c) => generate(&c, &codegen::Signature::of(&def)),
         Err(e) => {
             let mut out = e.to_compile_error();
             out.extend(codegen::fallback(&def));

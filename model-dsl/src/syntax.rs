@@ -298,6 +298,9 @@ impl ParamType {
     }
 }
 
+// With proc-macro2's `span-locations` (the build driver's feature) spans are larger and
+// `Type` outgrows the other variants; boxing it would touch every reader for a parse-time value.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Value {
     Expr(Expr),

@@ -1,0 +1,72 @@
+"""Copies ONNX backend test cases from the onnx pip package into tests/data/onnx/ for the
+conformance runner (tests/tests/conformance.rs, compiled through tests/build/conformance.rs).
+
+Each case becomes tests/data/onnx/<suite>/<case>/model.onnx plus io.safetensors holding the
+first test data set: `input_<k>` and `output_<k>` in the model's order, with their dtypes.
+Cases whose data would exceed MAX_BYTES keep only the model (the runner reports them
+unsupported, naming why). Deterministic: rerunning rewrites identical files.
+
+    python3 scripts/copy_onnx_tests.py
+"""
+import os
+import shutil
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from safetensors.numpy import save
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "onnx")
+SRC = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+MAX_BYTES = 1 << 20
+
+SUITES = {
+    "pytorch-converted": ("pytorch-converted", None),
+    "pytorch-operator": ("pytorch-operator", None),
+    "sequence": ("simple", "test_sequence_model"),
+}
+
+
+def read_pb(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def copy_case(src, dst):
+    os.makedirs(dst, exist_ok=True)
+    shutil.copyfile(os.path.join(src, "model.onnx"), os.path.join(dst, "model.onnx"))
+    data = os.path.join(src, "test_data_set_0")
+    tensors = {}
+    for kind in ("input", "output"):
+        k = 0
+        while os.path.exists(os.path.join(data, f"{kind}_{k}.pb")):
+            try:
+                a = read_pb(os.path.join(data, f"{kind}_{k}.pb"))
+            except Exception:  # sequences are SequenceProto: no tensor data for them
+                tensors = None
+                break
+            tensors[f"{kind}_{k}"] = np.ascontiguousarray(a)
+            k += 1
+        if tensors is None:
+            break
+    io = os.path.join(dst, "io.safetensors")
+    if tensors is not None and sum(a.nbytes for a in tensors.values()) <= MAX_BYTES:
+        with open(io, "wb") as f:
+            f.write(save(tensors))
+    elif os.path.exists(io):
+        os.remove(io)
+
+
+def main():
+    for suite, (folder, prefix) in SUITES.items():
+        src = os.path.join(SRC, folder)
+        for case in sorted(os.listdir(src)):
+            if prefix and not case.startswith(prefix):
+                continue
+            copy_case(os.path.join(src, case), os.path.join(ROOT, suite, case))
+
+
+if __name__ == "__main__":
+    main()
