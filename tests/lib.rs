@@ -308,3 +308,39 @@ pub fn assert_close(got: &[f32], want: &[f32]) {
         want[i]
     );
 }
+
+/// A global allocator that counts the allocations each thread makes, for the tests that prove a
+/// steady-state run allocates nothing. A test binary installs it with
+/// `#[global_allocator] static GLOBAL: kiln_tests::Counting = kiln_tests::Counting;` and measures
+/// with [`allocations_during`]. Counts are per thread, so tests running in parallel do not mix.
+#[derive(Debug)]
+pub struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts them.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above, for `dealloc`.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: as above, for `realloc`.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// How many allocations this thread made while running `f` (with [`Counting`] installed).
+pub fn allocations_during(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(std::cell::Cell::get);
+    f();
+    ALLOCATIONS.with(std::cell::Cell::get) - before
+}

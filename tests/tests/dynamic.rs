@@ -11,47 +11,14 @@
 //!   checked at run time, bytes read in place.
 //! * Layout-map inputs.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use kiln::{Error, Tensor};
 use kiln_tests::{
-    assert_close, f32_tensors, tensor_of, DataMove, DynSlice, MultiShape, Nhwc, NonZero,
+    allocations_during, assert_close, f32_tensors, tensor_of, DataMove, DynSlice, MultiShape, Nhwc,
+    NonZero,
 };
 
-thread_local! {
-    /// Allocations made by this thread (tests run on threads of their own, so counts do not mix).
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-struct Counting;
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts them.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above, for `dealloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: as above, for `realloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
-}
+static GLOBAL: kiln_tests::Counting = kiln_tests::Counting;
 
 const SIZES: [(usize, usize); 3] = [(8, 8), (12, 12), (16, 10)];
 

@@ -4,43 +4,11 @@
 //! (as the models' initializers are) and given at run time as `i64` inputs; negative positions;
 //! run-time positions out of range (`Err`, never a panic); and the plans (no copies, membership).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use kiln::{Error, Tensor};
 use kiln_tests::{assert_close, tensor_of};
 
-thread_local! {
-    /// Allocations made by this thread (tests run on threads of their own).
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-struct Counting;
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts them.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above, for `dealloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: as above, for `realloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
+static GLOBAL: kiln_tests::Counting = kiln_tests::Counting;
 
 kiln::network! {
     /// test_sequence_model1: an empty sequence, two inserts at the end, one at position 1.
@@ -607,12 +575,13 @@ fn sequences_are_returned_without_allocating() {
         s.iter().collect::<Vec<_>>()
     );
 
-    let before = allocations();
-    for _ in 0..3 {
-        let (s, _) = m.run(&x, &y).unwrap();
-        assert_eq!(s.at(0).unwrap()[..], y[..]);
-    }
-    assert_eq!(allocations(), before, "runs allocated");
+    let n = kiln_tests::allocations_during(|| {
+        for _ in 0..3 {
+            let (s, _) = m.run(&x, &y).unwrap();
+            assert_eq!(s.at(0).unwrap()[..], y[..]);
+        }
+    });
+    assert_eq!(n, 0, "runs allocated");
     // The input element is copied into the arena, the pieces are views of relu's result.
     assert!(
         SeqOut::PLAN.contains(
