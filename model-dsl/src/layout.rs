@@ -138,7 +138,8 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
                 } else if let OpKind::View { offset, .. } = o.kind {
                     ValueKind::Member {
                         of: slot[o.args[0].index()].expect("views view arena values"),
-                        offset: offset * g.shape(id).dtype.size(),
+                        // `offset` counts the buffer's elements (the view's dtype may differ).
+                        offset: offset * g.shape(o.args[0]).dtype.size(),
                     }
                 } else if let Some(e) = g.seq_view(id) {
                     ValueKind::Member {

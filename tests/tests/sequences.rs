@@ -708,3 +708,44 @@ fn sequences_as_inputs() {
     let err = m.run(&bad, &[0i64]).unwrap_err();
     assert!(err.to_string().contains("s.1"), "{err}");
 }
+
+kiln::network! {
+    /// Views that change dtype: `h`'s 32 bytes read as i32 (same size), its bytes 8..24 as two
+    /// i64 (offset 2 f32 elements = byte 8, aligned for i64), and its first 6 bytes as u8.
+    pub net Retype(x: tensor<f32[2,4]>) -> (tensor<i32[2,4]>, tensor<i64[2]>, tensor<i32[6]>) {
+        let h = relu(x);
+        let bits = view(h, tensor<i32[2,4]>);
+        let wide = view(h, tensor<i64[2]>, offset = 2);
+        let bytes = view(h, tensor<u8[6]>);
+        (add(bits, bits), add(wide, wide), cast(bytes, i32))
+    }
+}
+
+#[test]
+fn views_that_change_dtype_read_the_same_bytes() {
+    let x: Vec<f32> = vec![1.5, -2.0, 3.25, 0.1, -0.5, 7.0, 1e-3, 42.0];
+    // The reference: the bytes of relu(x), reinterpreted by the standard library.
+    let h: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+    let bytes: Vec<u8> = h.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let want_bits: Vec<i32> = h
+        .iter()
+        .map(|v| (v.to_bits() as i32).wrapping_mul(2))
+        .collect();
+    let want_wide: Vec<i64> = bytes[8..24]
+        .chunks(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()).wrapping_mul(2))
+        .collect();
+    let want_bytes: Vec<i32> = bytes[..6].iter().map(|&b| i32::from(b)).collect();
+    let mut m = Retype::new();
+    let (bits, wide, b) = m.run(&x).unwrap();
+    assert_eq!(bits.shape(), [2, 4]);
+    assert_eq!(bits[..], want_bits[..]);
+    assert_eq!(wide[..], want_wide[..]);
+    assert_eq!(b[..], want_bytes[..]);
+    let plan = Retype::PLAN;
+    assert!(
+        plan.lines()
+            .any(|l| l.contains("wide = view") && l.contains("member at byte 8 of")),
+        "{plan}"
+    );
+}
