@@ -186,8 +186,11 @@ fn seq_output_mismatch(
     s: &SeqVal,
     binding: &[usize],
 ) -> Option<String> {
-    if s.run_order || s.run_sizes {
-        return Some(format!("this output is a sequence whose order or sizes are decided at run time ({}); a returned sequence needs them at compile time", s.type_text()));
+    if s.run.is_some() {
+        return Some(format!("this output is a sequence whose length is decided at run time ({}); a returned sequence is a `kiln::Seq` of a length known at compile time, so return `concat_from_seq(...)`, `len(...)` or elements taken with `at`", s.type_text()));
+    }
+    if s.run_order {
+        return Some(format!("this output is a sequence whose order is decided at run time ({}); a returned sequence needs it at compile time", s.type_text()));
     }
     let sup = s.super_dims();
     let fits = ty.dtype == s.dtype
@@ -1059,6 +1062,7 @@ impl Infer<'_, '_> {
             | OpKind::SeqErase { .. }
             | OpKind::SeqAt { .. }
             | OpKind::SeqLen
+            | OpKind::SeqInput { .. }
             | OpKind::SplitToSeq { .. }
             | OpKind::ConcatFromSeq { .. } => unreachable!("sequence ops have their own rules"),
             OpKind::View { ty, offset } => {

@@ -87,7 +87,14 @@ pub fn verify(g: &Graph) -> Result<(), String> {
             if let Some(e) = s.elems.iter().find(|e| e.base.index() > i) {
                 return Err(format!("sequence %{i} holds %{}, a later value", e.base.0));
             }
-            if !s.run_order && !s.run_sizes && s.elems.len() != s.len {
+            // A run-time sequence holds copies in its own buffer, never graph values: the escape
+            // rule has nothing to track for it.
+            if s.run.is_some() && (!s.elems.is_empty() || s.run_order) {
+                return Err(format!(
+                    "run-time sequence %{i} lists graph values as elements"
+                ));
+            }
+            if !s.run_order && s.run.is_none() && s.elems.len() != s.len {
                 return Err(format!(
                     "sequence %{i} has {} elements but length {}",
                     s.elems.len(),
