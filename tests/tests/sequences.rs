@@ -1052,3 +1052,84 @@ fn run_time_sequences_allocate_nothing_in_steady_state() {
     });
     assert_eq!(n, 0, "steady-state runs allocated");
 }
+
+kiln::network! {
+    /// A sequence input of any length whose elements all have one shape: `at` gives a static
+    /// tensor (in the arena), elements stack along a new axis, and `insert`/`erase` take their
+    /// default positions (the end, the last).
+    pub net Stack(s: seq<tensor<i32[2,3]>>, pos: tensor<i64[]>, y: tensor<i32[2,3]>)
+        -> (tensor<i32[?,2,3]>, tensor<i32[2,3]>, tensor<i32[2,?]>)
+    {
+        let t = erase(insert(s, y));
+        let u = insert(s, y);
+        (concat_from_seq(t, axis = 0, new_axis = true), add(at(u, pos), y), concat_from_seq(u, axis = -1))
+    }
+}
+
+#[test]
+fn run_time_sequences_stack_and_take_default_positions() {
+    let y: Vec<i32> = (0..6).map(|i| 100 + i).collect();
+    let elems: Vec<Vec<i32>> = (0..3)
+        .map(|k| (0..6).map(|i| k * 10 + i).collect())
+        .collect();
+    let shapes = [[2usize, 3]; 3];
+    let seq: Vec<Tensor<'_, i32>> = elems
+        .iter()
+        .zip(&shapes)
+        .map(|(d, s)| Tensor::new(d, s))
+        .collect();
+    let mut m = Stack::new();
+    for n in 0..=3 {
+        let part = &seq[..n];
+        let (stacked, picked, joined) = m.run(&part, &[-1], &y).unwrap();
+        assert_eq!(stacked.shape(), [n, 2, 3]);
+        assert_eq!(stacked[..], elems[..n].concat()[..]);
+        // `u` ends with `y`: position -1 is `y` itself.
+        let twice: Vec<i32> = y.iter().map(|v| 2 * v).collect();
+        assert_eq!((picked.shape(), &picked[..]), (&[2, 3][..], &twice[..]));
+        let mut u: Vec<&[i32]> = elems[..n].iter().map(|e| &e[..]).collect();
+        u.push(&y);
+        let want: Vec<i32> = (0..2)
+            .flat_map(|r| u.iter().flat_map(move |e| e[r * 3..r * 3 + 3].to_vec()))
+            .collect();
+        assert_eq!(
+            (joined.shape(), &joined[..]),
+            (&[2, 3 * (n + 1)][..], &want[..])
+        );
+    }
+    let part = &seq[..2];
+    assert_eq!(
+        m.run(&part, &[3], &y).unwrap_err(),
+        Error::SeqPosition {
+            op: "at",
+            pos: 3,
+            len: 3
+        }
+    );
+}
+
+kiln::network! {
+    /// A run-time sequence holds copies: `h` may be overwritten in place after it was inserted
+    /// (which a compile-time sequence holding `h` would refuse), and the sequence keeps the
+    /// value `h` had.
+    pub net CopyIn(s: seq<tensor<f32[?,4]>>, x: tensor<f32[1,4]>) -> (tensor<f32[?,4]>, tensor<f32[1,4]>) {
+        let h = mul(x, 2.0);
+        let t = insert(s, h, 0);
+        let h = h.relu_();
+        (concat_from_seq(t, axis = 0), h)
+    }
+}
+
+#[test]
+fn run_time_sequences_hold_copies() {
+    let x = [-1.0f32, 2.0, -3.0, 4.0];
+    let e = [7.0f32; 8];
+    let mut m = CopyIn::new();
+    let (t, h) = m.run(&[Tensor::new(&e, &[2, 4])], &x).unwrap();
+    assert_eq!(t.shape(), [3, 4]);
+    assert_eq!(t[..4], [-2.0, 4.0, -6.0, 8.0]);
+    assert_eq!(t[4..], e[..]);
+    assert_eq!(h[..], [0.0, 4.0, 0.0, 8.0]);
+    // Nothing of the arena is held by the sequence: the plan has no sequence value.
+    assert!(!CopyIn::PLAN.contains("sequence"), "{}", CopyIn::PLAN);
+}
