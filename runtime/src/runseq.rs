@@ -314,6 +314,11 @@ pub fn run_seq_concat<T: Scalar>(
     dims: &[usize],
 ) -> Result<usize, Error> {
     let n = src.seq_len();
+    let rank = dims.len() + usize::from(new_axis);
+    // The compiler passes a valid axis; anything else is refused rather than indexed.
+    if rank > MAX_RANK || axis >= rank {
+        return Err(Error::OutOfMemory { bytes: usize::MAX });
+    }
     let mut along = if new_axis { n } else { 0 };
     for i in 0..n {
         let (_, s) = src.seq_get::<T>(i);
@@ -331,11 +336,7 @@ pub fn run_seq_concat<T: Scalar>(
             along += s[axis];
         }
     }
-    let mut shape = [0usize; MAX_RANK + 1];
-    let rank = dims.len() + usize::from(new_axis);
-    if rank > MAX_RANK || axis > dims.len() || (!new_axis && axis == dims.len()) {
-        return Err(Error::OutOfMemory { bytes: usize::MAX });
-    }
+    let mut shape = [0usize; MAX_RANK];
     shape[..axis].copy_from_slice(&dims[..axis]);
     shape[axis] = along;
     let rest = if new_axis { axis } else { axis + 1 };

@@ -214,6 +214,38 @@ mod tests {
         assert_eq!(verify(&relu_graph()), Ok(()));
     }
 
+    /// A run-time sequence holds copies, never graph values (what lets the plan and its
+    /// verifier ignore it): one that lists an element is refused.
+    #[test]
+    fn run_time_sequences_hold_no_graph_values() {
+        let mut g = relu_graph();
+        let kind = OpKind::SeqInput {
+            slot: 0,
+            name: "s".into(),
+            dtype: DType::F32,
+            dims: vec![None],
+        };
+        let s = g.add_op(kind, vec![], 1, Loc(0), vec![], None)[0];
+        g.types = vec![Shape::tensor(DType::F32, vec![]); 3];
+        let run = crate::ir::SeqVal {
+            dtype: DType::F32,
+            elems: vec![],
+            len: 0,
+            run_order: false,
+            run: Some(vec![None]),
+        };
+        g.seqs = vec![None, None, Some(run)];
+        assert_eq!(verify(&g), Ok(()));
+        if let Some(r) = &mut g.seqs[s.index()] {
+            r.elems.push(crate::ir::Elem {
+                base: ValueId(1),
+                offset: 0,
+                shape: Shape::tensor(DType::F32, vec![]),
+            });
+        }
+        assert!(verify(&g).unwrap_err().contains("lists graph values"));
+    }
+
     #[test]
     fn rejects_forward_references() {
         let mut g = relu_graph();
