@@ -1133,3 +1133,29 @@ fn run_time_sequences_hold_copies() {
     // Nothing of the arena is held by the sequence: the plan has no sequence value.
     assert!(!CopyIn::PLAN.contains("sequence"), "{}", CopyIn::PLAN);
 }
+
+kiln::network! {
+    /// Inserting a tensor whose sizes are known only at run time (an element read back, through
+    /// a reshape) into a run-time sequence.
+    pub net Reinsert(s: seq<tensor<f32[?,2]>>) -> (tensor<f32[?,2]>, tensor<i64[]>) {
+        let first = reshape(relu(at(s, 0)), [-1, 2]);
+        let t = insert(s, first);
+        (concat_from_seq(t, axis = 0), len(t))
+    }
+}
+
+#[test]
+fn run_time_sized_tensors_go_into_run_time_sequences() {
+    let a = [-1.0f32, 2.0, 3.0, -4.0];
+    let b = [5.0f32, 6.0];
+    let mut m = Reinsert::new();
+    let (all, n) = m
+        .run(&[Tensor::new(&a, &[2, 2]), Tensor::new(&b, &[1, 2])])
+        .unwrap();
+    assert_eq!(n[..], [3]);
+    assert_eq!(all.shape(), [5, 2]);
+    assert_eq!(
+        all[..],
+        [-1.0, 2.0, 3.0, -4.0, 5.0, 6.0, 0.0, 2.0, 3.0, 0.0]
+    );
+}
