@@ -1300,6 +1300,10 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
         .outputs
         .iter()
         .map(|o| match m.graph.seq(o.value) {
+            Some(s) if s.run.is_some() => {
+                let t = rust_type(s.dtype);
+                quote! { ::kiln::__private::RunSeq<'a, #t> }
+            }
             Some(s) => {
                 let t = rust_type(s.dtype);
                 let n = s.len;
@@ -1335,6 +1339,10 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 .outputs
                 .iter()
                 .map(|o| {
+                    if m.graph.seq(o.value).is_some_and(|s| s.run.is_some()) {
+                        let buf = format_ident!("__dyn{}", m.dyn_index(o.value));
+                        return quote! { ::kiln::__private::RunSeq::new(#buf) };
+                    }
                     if m.graph.seq(o.value).is_some() {
                         return m.seq_output(o.value);
                     }

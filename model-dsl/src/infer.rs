@@ -186,13 +186,11 @@ fn seq_output_mismatch(
     s: &SeqVal,
     binding: &[usize],
 ) -> Option<String> {
-    if s.run.is_some() {
-        return Some(format!("this output is a sequence whose length is decided at run time ({}); a returned sequence is a `kiln::Seq` of a length known at compile time, so return `concat_from_seq(...)`, `len(...)` or elements taken with `at`", s.type_text()));
-    }
     if s.run_order {
         return Some(format!("this output is a sequence whose order is decided at run time ({}); a returned sequence needs it at compile time", s.type_text()));
     }
-    let sup = s.super_dims();
+    // A run-time sequence is returned as it is (`kiln::RunSeq`), with its element type.
+    let sup = s.run.clone().or_else(|| s.super_dims());
     let fits = ty.dtype == s.dtype
         && match &sup {
             None => s.elems.is_empty(),

@@ -23,7 +23,7 @@ pub use kiln_kernels as kernels;
 
 pub use arena::Arena;
 pub use error::Error;
-pub use runseq::AsSeq;
+pub use runseq::{AsSeq, RunSeq};
 pub use seq::{Seq, SeqBuf};
 pub use tensor::{AsInput, Scalar, Tensor};
 
@@ -48,5 +48,5 @@ pub mod __private {
     pub use crate::seq::{seq_erase, seq_index, seq_insert};
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
-    pub use crate::{Arena, AsInput, AsSeq, Error, Seq, Tensor};
+    pub use crate::{Arena, AsInput, AsSeq, Error, RunSeq, Seq, Tensor};
 }

@@ -11,6 +11,9 @@
 //! sequences), so no arena tensor escapes into a run-time sequence and the memory plan's escape
 //! rule has nothing to add for them. Every position and size is checked here and is an `Err`,
 //! never a panic.
+//!
+//! For users: [`AsSeq`] is what a sequence input of any length accepts, and [`RunSeq`] is a
+//! returned run-time sequence, borrowed from the model's buffer.
 
 use crate::dynamic::{DynBuf, Entry, MAX_RANK};
 use crate::seq::seq_index;
@@ -62,6 +65,52 @@ impl<T: Scalar> AsSeq<T> for Vec<Tensor<'_, T>> {
 }
 
 impl<T: Scalar> AsSeq<T> for SeqBuf<T> {
+    fn seq_len(&self) -> usize {
+        self.len()
+    }
+    fn tensor(&self, i: usize) -> Option<Tensor<'_, T>> {
+        self.at(i64::try_from(i).ok()?)
+    }
+}
+
+/// A returned run-time sequence: its tensors borrowed from the model's buffer (no allocation).
+/// Positions may be negative, counting from the end, as in Python.
+#[derive(Clone, Copy, Debug)]
+pub struct RunSeq<'a, T: Scalar> {
+    buf: &'a DynBuf,
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<'a, T: Scalar> RunSeq<'a, T> {
+    /// The sequence `buf` holds (generated code guarantees its elements are `T`s).
+    pub fn new(buf: &'a DynBuf) -> Self {
+        RunSeq {
+            buf,
+            _t: core::marker::PhantomData,
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.buf.seq_len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The element at `pos` (`-len..len`), or `None`.
+    pub fn at(&self, pos: i64) -> Option<Tensor<'a, T>> {
+        let i = seq_index("at", self.len(), pos).ok()?;
+        let (v, s) = self.buf.seq_get::<T>(i);
+        Some(Tensor::new(v, s))
+    }
+    pub fn iter(&self) -> impl Iterator<Item = Tensor<'a, T>> + '_ {
+        (0..self.len()).filter_map(|i| self.at(i64::try_from(i).ok()?))
+    }
+    /// The sequence as one safetensors file, its elements named `<name>.0`, `<name>.1`, ...
+    pub fn to_safetensors(&self, name: &str) -> Result<Vec<u8>, Error> {
+        crate::seq::save(name, self.iter())
+    }
+}
+
+impl<T: Scalar> AsSeq<T> for RunSeq<'_, T> {
     fn seq_len(&self) -> usize {
         self.len()
     }

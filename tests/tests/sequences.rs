@@ -907,6 +907,17 @@ fn row_blocks(rows: &[usize], start: f32) -> (Vec<Vec<f32>>, Vec<[usize; 2]>) {
     (data, rows.iter().map(|&r| [r, 4]).collect())
 }
 
+/// `data[i]` with `shapes[i]`, as tensors (a sequence input of any length).
+fn tensors<'a, T: kiln::Scalar, const R: usize>(
+    data: &'a [Vec<T>],
+    shapes: &'a [[usize; R]],
+) -> Vec<Tensor<'a, T>> {
+    data.iter()
+        .zip(shapes)
+        .map(|(d, s)| Tensor::new(d, s))
+        .collect()
+}
+
 #[test]
 fn a_sequence_input_of_any_length() {
     let x = [-1.0f32, -2.0, -3.0, -4.0];
@@ -917,11 +928,7 @@ fn a_sequence_input_of_any_length() {
         (vec![0, 2, 1, 1, 4], -2),
     ] {
         let (data, shapes) = row_blocks(&rows, 0.0);
-        let elems: Vec<Tensor<'_>> = data
-            .iter()
-            .zip(&shapes)
-            .map(|(d, s)| Tensor::new(d, s))
-            .collect();
+        let elems = tensors(&data, &shapes);
         let (n, picked, all, t) = m.run(&elems, &[pos], &x).unwrap();
         assert_eq!(n[..], [rows.len() as i64]);
         let p = pos.rem_euclid(rows.len() as i64) as usize;
@@ -1015,16 +1022,8 @@ fn run_time_sequences_allocate_nothing_in_steady_state() {
     let mut m = SeqAny::new();
     let (big, big_shapes) = row_blocks(&[3, 1, 4, 2], 0.0);
     let (small, small_shapes) = row_blocks(&[2, 2], 0.0);
-    let big: Vec<Tensor<'_>> = big
-        .iter()
-        .zip(&big_shapes)
-        .map(|(d, s)| Tensor::new(d, s))
-        .collect();
-    let small: Vec<Tensor<'_>> = small
-        .iter()
-        .zip(&small_shapes)
-        .map(|(d, s)| Tensor::new(d, s))
-        .collect();
+    let big = tensors(&big, &big_shapes);
+    let small = tensors(&small, &small_shapes);
     let first = kiln_tests::allocations_during(|| {
         m.run(&big, &[2], &x).unwrap();
     });
@@ -1073,11 +1072,7 @@ fn run_time_sequences_stack_and_take_default_positions() {
         .map(|k| (0..6).map(|i| k * 10 + i).collect())
         .collect();
     let shapes = [[2usize, 3]; 3];
-    let seq: Vec<Tensor<'_, i32>> = elems
-        .iter()
-        .zip(&shapes)
-        .map(|(d, s)| Tensor::new(d, s))
-        .collect();
+    let seq = tensors(&elems, &shapes);
     let mut m = Stack::new();
     for n in 0..=3 {
         let part = &seq[..n];
@@ -1158,4 +1153,48 @@ fn run_time_sized_tensors_go_into_run_time_sequences() {
         all[..],
         [-1.0, 2.0, 3.0, -4.0, 5.0, 6.0, 0.0, 2.0, 3.0, 0.0]
     );
+}
+
+kiln::network! {
+    /// Returns run-time sequences (`kiln::RunSeq`, borrowed from the model's buffers).
+    pub net SeqBack(s: seq<tensor<f32[?,4]>>, x: tensor<f32[1,4]>, y: tensor<f32[2,5]>, sizes: tensor<i64[2]>)
+        -> (seq<tensor<f32[?,4]>>, seq<tensor<f32[2,?]>>)
+    {
+        (insert(s, relu(x), 0), split_to_seq(y, sizes, axis = 1))
+    }
+}
+
+#[test]
+fn run_time_sequences_are_returned_borrowed() {
+    let x = [-1.0f32, 1.0, -2.0, 2.0];
+    let y: Vec<f32> = (0..10).map(|i| i as f32).collect();
+    let (data, shapes) = row_blocks(&[2, 1], 0.0);
+    let elems = tensors(&data, &shapes);
+    let mut m = SeqBack::new();
+    {
+        let (t, parts) = m.run(&elems, &x, &y, &[1i64, 4]).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.at(0).unwrap()[..], [0.0, 1.0, 0.0, 2.0]);
+        assert_eq!(
+            (t.at(-1).unwrap().shape(), &t.at(-1).unwrap()[..]),
+            (&[1, 4][..], &data[1][..])
+        );
+        assert!(t.at(3).is_none());
+        let pieces = split_cols(&y, 5, &[1, 4]);
+        let got: Vec<Vec<f32>> = parts.iter().map(|p| p.to_vec()).collect();
+        assert_eq!(got, pieces);
+        assert_eq!(parts.at(1).unwrap().shape(), [2, 4]);
+        // Saved and read back as any sequence.
+        let back =
+            kiln::SeqBuf::<f32>::from_safetensors(&t.to_safetensors("t").unwrap(), "t").unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(back.at(2).unwrap()[..], data[1][..]);
+    }
+    let n = kiln_tests::allocations_during(|| {
+        for _ in 0..3 {
+            let (t, parts) = m.run(&elems, &x, &y, &[3i64, 2]).unwrap();
+            assert_eq!((t.len(), parts.len()), (3, 2));
+        }
+    });
+    assert_eq!(n, 0, "runs allocated");
 }
