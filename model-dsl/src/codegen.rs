@@ -14,6 +14,7 @@ use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
 
+mod runseq;
 mod seq;
 
 /// What the generated type is called and how it looks from outside: every front end gives one
@@ -28,11 +29,13 @@ pub struct Signature {
 }
 
 /// One parameter of `run`: a tensor (one graph input) or, with `seq_len = Some(n)`, a
-/// `kiln::Seq` of `n` tensors (`n` consecutive graph inputs).
+/// `kiln::Seq` of `n` tensors (`n` consecutive graph inputs), or with `run_seq`, a sequence
+/// of any length (`kiln::AsSeq`, no graph input: an `OpKind::SeqInput` reads it).
 #[derive(Debug)]
 pub struct Param {
     pub name: syn::Ident,
     pub seq_len: Option<usize>,
+    pub run_seq: bool,
 }
 
 impl Param {
@@ -40,6 +43,7 @@ impl Param {
         Param {
             name,
             seq_len: None,
+            run_seq: false,
         }
     }
 }
@@ -56,6 +60,7 @@ impl Signature {
                 .map(|i| Param {
                     name: i.name.clone(),
                     seq_len: i.ty.seq_len.filter(|_| i.ty.seq).map(|n| n.value),
+                    run_seq: i.ty.seq && i.ty.seq_len.is_none(),
                 })
                 .collect(),
         }
@@ -250,6 +255,9 @@ impl Model<'_> {
     /// One op: split the arena into what it reads and writes, then call its kernel.
     fn op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
+        if op.kind.is_seq() && self.is_run_seq_op(op) {
+            return self.run_seq_op(i);
+        }
         let dynamic = matches!(
             op.kind,
             OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range | OpKind::SplitDyn { .. }
@@ -631,6 +639,7 @@ impl Model<'_> {
             | OpKind::SeqErase { .. }
             | OpKind::SeqAt { .. }
             | OpKind::SeqLen
+            | OpKind::SeqInput { .. }
             | OpKind::SplitToSeq { .. }
             | OpKind::ConcatFromSeq { .. } => unreachable!("`seq_op` emits these"),
             OpKind::View { .. } => unreachable!("views return early"),
@@ -644,18 +653,27 @@ impl Model<'_> {
         }
     }
 
+    /// Whether value `j` lives in a grow-only buffer of the model: a data-dependent tensor or
+    /// a run-time sequence.
+    fn in_dyn_buf(&self, j: usize) -> bool {
+        self.graph.types[j].is_dynamic()
+            || self
+                .graph
+                .seqs
+                .get(j)
+                .is_some_and(|s| s.as_ref().is_some_and(|s| s.run.is_some()))
+    }
+
     /// The index of the run-time buffer of a data-dependent value (in value order).
     fn dyn_index(&self, v: ValueId) -> usize {
-        self.graph.values[..v.index()]
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| self.graph.types[*j].is_dynamic())
-            .count()
+        (0..v.index()).filter(|&j| self.in_dyn_buf(j)).count()
     }
 
     /// The data-dependent values' buffers this variant uses.
     pub fn dyn_count(&self) -> usize {
-        self.graph.types.iter().filter(|t| t.is_dynamic()).count()
+        (0..self.graph.types.len())
+            .filter(|&j| self.in_dyn_buf(j))
+            .count()
     }
 
     /// Dimension `i` of `v` as an expression: a constant, or the run-time size variable.
@@ -1199,9 +1217,32 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let mut params = Vec::new();
     let mut prelude = Vec::new();
     let mut user_names: Vec<TokenStream> = Vec::new();
+    // Sequence inputs without a length: `exec` takes each as a `&dyn AsSeq<T>` (`__s<slot>`).
+    let mut seq_params = Vec::new();
+    let mut seq_args = Vec::new();
     for d in &sig.inputs {
         let name = &d.name;
         let gi = user_names.len();
+        if d.run_seq {
+            let slot = seq_args.len();
+            let dtype = m
+                .graph
+                .ops
+                .iter()
+                .find_map(|op| match &op.kind {
+                    OpKind::SeqInput { slot: s, dtype, .. } if *s == slot => Some(*dtype),
+                    _ => None,
+                })
+                .unwrap_or(crate::ir::DType::F32);
+            let t = rust_type(dtype);
+            let s = format_ident!("S{}", slot);
+            let id = format_ident!("__s{}", slot);
+            generics.push(quote! { #s: ::kiln::__private::AsSeq<#t> });
+            params.push(quote! { #name: &#s });
+            seq_params.push(quote! { #id: &dyn ::kiln::__private::AsSeq<#t> });
+            seq_args.push(quote! { #name });
+            continue;
+        }
         match d.seq_len {
             Some(n) => {
                 let t = &input_elems[gi];
@@ -1259,6 +1300,10 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
         .outputs
         .iter()
         .map(|o| match m.graph.seq(o.value) {
+            Some(s) if s.run.is_some() => {
+                let t = rust_type(s.dtype);
+                quote! { ::kiln::__private::RunSeq<'a, #t> }
+            }
             Some(s) => {
                 let t = rust_type(s.dtype);
                 let n = s.len;
@@ -1294,6 +1339,10 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 .outputs
                 .iter()
                 .map(|o| {
+                    if m.graph.seq(o.value).is_some_and(|s| s.run.is_some()) {
+                        let buf = format_ident!("__dyn{}", m.dyn_index(o.value));
+                        return quote! { ::kiln::__private::RunSeq::new(#buf) };
+                    }
                     if m.graph.seq(o.value).is_some() {
                         return m.seq_output(o.value);
                     }
@@ -1327,7 +1376,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             quote! {
                 #doc
                 #[allow(unused_variables, clippy::too_many_arguments)]
-                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#seq_params,)* #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
                     #dyn_open
                     #(#body)*
                     let __arena: &'a [f32] = __arena;
@@ -1353,7 +1402,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             let arena = arena_of(arena_bytes);
             return quote! {
                 #checks
-                Self::exec(self.kernels, self.params.as_slice(), #arena, #dyn_arg #(#input_idents),*)
+                Self::exec(self.kernels, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
             };
         }
         let arms = variants.iter().enumerate().map(|(k, m)| {
@@ -1364,7 +1413,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 #k => {
                     #checks
                     let __arena = #arena;
-                    Self::#exec(self.kernels, self.params.as_slice(), __arena, #dyn_arg #(#input_idents),*)
+                    Self::#exec(self.kernels, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
                 }
             }
         });

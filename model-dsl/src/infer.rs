@@ -186,10 +186,11 @@ fn seq_output_mismatch(
     s: &SeqVal,
     binding: &[usize],
 ) -> Option<String> {
-    if s.run_order || s.run_sizes {
-        return Some(format!("this output is a sequence whose order or sizes are decided at run time ({}); a returned sequence needs them at compile time", s.type_text()));
+    if s.run_order {
+        return Some(format!("this output is a sequence whose order is decided at run time ({}); a returned sequence needs it at compile time", s.type_text()));
     }
-    let sup = s.super_dims();
+    // A run-time sequence is returned as it is (`kiln::RunSeq`), with its element type.
+    let sup = s.run.clone().or_else(|| s.super_dims());
     let fits = ty.dtype == s.dtype
         && match &sup {
             None => s.elems.is_empty(),
@@ -1059,32 +1060,91 @@ impl Infer<'_, '_> {
             | OpKind::SeqErase { .. }
             | OpKind::SeqAt { .. }
             | OpKind::SeqLen
+            | OpKind::SeqInput { .. }
             | OpKind::SplitToSeq { .. }
             | OpKind::ConcatFromSeq { .. } => unreachable!("sequence ops have their own rules"),
             OpKind::View { ty, offset } => {
                 let offset = *offset;
-                // DeclBuffer's rule: a view fits in its buffer and keeps its element type.
+                // DeclBuffer's rule: a view fits in its buffer. `offset` counts the buffer's
+                // elements; the view may read those bytes as another dtype when they fit, start
+                // on a boundary of the new dtype, and are valid values of it.
                 let Some(mut out) = ty.bind(self.binding) else {
                     self.error(decl, "view: the view's sizes must be numbers");
                     return None;
                 };
-                if out.dtype != x.dtype {
-                    self.error(decl, format!("view: {out} would read {x}'s {} values as {}; a view keeps its buffer's dtype ({}) in kiln", x.dtype, out.dtype, x.dtype));
-                    return None;
+                let name = self.name_of(op.args[0]);
+                let retyped = out.dtype != x.dtype;
+                if retyped {
+                    // Any byte is a valid f32/f64/i64/i32/u8, but a bool must be 0 or 1.
+                    let why = if out.dtype == crate::ir::DType::Bool
+                        && x.dtype != crate::ir::DType::U8
+                    {
+                        Some(format!("{} bytes are not all valid bools (0 or 1); compare instead, like `not_equal(x, 0)`", x.dtype))
+                    } else if out.dtype == crate::ir::DType::Bool {
+                        Some("u8 values other than 0 and 1 are not valid bools; compare instead, like `not_equal(x, 0)`".to_string())
+                    } else if self.g.is_external(op.args[0]) {
+                        let what = if matches!(
+                            self.g.values[self.g.alias_root(op.args[0]).index()].producer,
+                            crate::ir::Producer::Input(_)
+                        ) {
+                            "a model input"
+                        } else {
+                            "the weights"
+                        };
+                        Some(format!("`{name}` is (a view of) {what}, whose {} values are not guaranteed to be aligned for {}; a view that changes dtype reads a tensor the network computes", x.dtype, out.dtype))
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        self.error(decl, format!("view: {out} cannot view {x}: {why}"));
+                        self.error(
+                            op.arg_loc(0),
+                            format!("view: `{name}` ({x}) is the buffer viewed as {}", out.dtype),
+                        );
+                        return None;
+                    }
                 }
                 let count = out.dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-                let end = count.and_then(|c| offset.checked_add(c));
-                if end.is_none_or(|e| e > x.elements()) {
-                    let name = self.name_of(op.args[0]);
-                    self.error(decl, format!("view: {out} at offset {offset} needs elements {offset}..{} but its buffer `{name}` is {x}, {} elements", end.map_or("overflow".to_string(), |e| e.to_string()), x.elements()));
+                let (xs, ys) = (x.dtype.size(), out.dtype.size());
+                let start = offset.checked_mul(xs);
+                let end = count
+                    .and_then(|c| c.checked_mul(ys))
+                    .zip(start)
+                    .and_then(|(b, s)| s.checked_add(b));
+                if end.is_none_or(|e| e > x.bytes()) {
+                    let need = match (start, end) {
+                        (Some(s), Some(e)) if retyped => format!("bytes {s}..{e}"),
+                        (_, Some(e)) => format!("elements {offset}..{}", e / ys),
+                        _ => "more bytes than exist".to_string(),
+                    };
+                    let have = if retyped {
+                        format!("{} bytes", x.bytes())
+                    } else {
+                        format!("{} elements", x.elements())
+                    };
+                    self.error(decl, format!("view: {out} at offset {offset} needs {need} but its buffer `{name}` is {x}, {have}"));
                     self.error(
                         op.arg_loc(0),
                         format!("view: `{name}` ({x}) is the buffer the view does not fit"),
                     );
                     return None;
                 }
-                if !(offset * x.dtype.size()).is_multiple_of(4) {
-                    self.error(decl, format!("view: offset {offset} of {} values does not start on a 4-byte boundary", x.dtype));
+                let start = start.unwrap_or(0);
+                // Arena regions are f32 slots, and a value of the view's dtype must be aligned.
+                let align = ys.max(4);
+                if !start.is_multiple_of(align) {
+                    let of = if retyped {
+                        format!(" (byte {start})")
+                    } else {
+                        String::new()
+                    };
+                    self.error(decl, format!("view: offset {offset} of {} values{of} does not start on a multiple of {align} bytes, which {} values need", x.dtype, out.dtype));
+                    if retyped {
+                        self.error(
+                            op.arg_loc(0),
+                            format!("view: `{name}` ({x}) is the buffer viewed as {}", out.dtype),
+                        );
+                    }
                     return None;
                 }
                 out.kind = Kind::Tensor;

@@ -107,6 +107,8 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
             Producer::Param(_) => continue,
             // Data-dependent values live in the model's grow-only buffers, not in the arena.
             Producer::Op { .. } if g.shape(id).is_dynamic() => continue,
+            // So do run-time sequences (copies of their elements: they hold no arena value).
+            Producer::Op { .. } if g.seq(id).is_some_and(|s| s.run.is_some()) => continue,
             Producer::Input(_) => (0, ValueKind::External, format!("{name} (input)")),
             Producer::Op { op, .. } => {
                 let o = g.op(op);
@@ -138,7 +140,8 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
                 } else if let OpKind::View { offset, .. } = o.kind {
                     ValueKind::Member {
                         of: slot[o.args[0].index()].expect("views view arena values"),
-                        offset: offset * g.shape(id).dtype.size(),
+                        // `offset` counts the buffer's elements (the view's dtype may differ).
+                        offset: offset * g.shape(o.args[0]).dtype.size(),
                     }
                 } else if let Some(e) = g.seq_view(id) {
                     ValueKind::Member {
@@ -255,7 +258,10 @@ pub fn free_concats(g: &Graph) -> FreeConcats {
         let (axis, parts): (usize, Vec<ValueId>) = match &op.kind {
             OpKind::Concat { axis } => (*axis as usize, op.args.clone()),
             OpKind::ConcatFromSeq { axis, .. } => {
-                let Some(s) = g.seq(op.args[0]).filter(|s| !s.run_order && !s.run_sizes) else {
+                let Some(s) = g
+                    .seq(op.args[0])
+                    .filter(|s| !s.run_order && s.run.is_none())
+                else {
                     continue;
                 };
                 let whole = s

@@ -6,21 +6,38 @@
 //! room than any earlier one allocates (fallibly, an `Err` if memory runs out), and every other
 //! run reuses the bytes it has, so a second run with equal or smaller sizes allocates nothing
 //! (MegCC's dynamic-shape design). The buffer also records the value's run-time shape, which
-//! outputs borrow.
+//! outputs borrow. A sequence whose length or element sizes are decided at run time lives in a
+//! `DynBuf` too, as its elements' values one after the other plus a table of their places and
+//! shapes (`runseq.rs`), both grow-only.
 
 use crate::tensor::Scalar;
 use crate::Error;
 
 /// The most dimensions a run-time shape may have (the IR's limit).
-const MAX_RANK: usize = 8;
+pub(crate) const MAX_RANK: usize = 8;
 
 /// A grow-only buffer for one data-dependent value, and its run-time shape.
 #[derive(Debug, Default)]
 pub struct DynBuf {
     /// 8-byte words, so that every element type is aligned.
-    words: Vec<u64>,
+    pub(crate) words: Vec<u64>,
     shape: [usize; MAX_RANK],
     rank: usize,
+    /// For a run-time sequence: its elements, in order (cleared, never shrunk, per run).
+    pub(crate) elems: Vec<Entry>,
+    /// For a run-time sequence: the words its elements use, from the start of `words`.
+    pub(crate) used: usize,
+}
+
+/// Where one element of a run-time sequence is in its buffer, and its shape.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Entry {
+    /// The first word.
+    pub start: usize,
+    /// How many values.
+    pub len: usize,
+    pub shape: [usize; MAX_RANK],
+    pub rank: usize,
 }
 
 impl DynBuf {
@@ -30,6 +47,8 @@ impl DynBuf {
             words: Vec::new(),
             shape: [0; MAX_RANK],
             rank: 0,
+            elems: Vec::new(),
+            used: 0,
         }
     }
 

@@ -130,6 +130,20 @@ pub enum Error {
         /// The sequence's length; valid positions are `-len..len` (`-len..=len` for `insert`).
         len: usize,
     },
+    /// An element of a sequence decided at run time does not have the element type: a tensor
+    /// of a sequence input of the wrong shape, or (never, if the compiler is right) an element
+    /// an op cannot take.
+    SeqElement {
+        /// The input sequence's name, or the operation.
+        seq: &'static str,
+        /// The element's position.
+        index: usize,
+        /// What the element should be (for an input, its declared type, e.g.
+        /// `tensor<f32[?,4]>`).
+        expected: &'static str,
+        /// The element's shape.
+        shape: Vec<usize>,
+    },
     /// Bytes given as a saved sequence are not one: not a safetensors file, elements missing
     /// or not numbered `<name>.0`, `<name>.1`, ..., or of another dtype than asked for.
     SeqFile {
@@ -279,7 +293,16 @@ impl fmt::Display for Error {
                 -(*len as i128),
                 *len as i128 - 1
             ),
-Error::SeqFile { name, reason } => {
+Error::SeqElement {
+                seq,
+                index,
+                expected,
+                shape,
+            } => write!(
+                f,
+                "`{seq}`: element {index} has shape {shape:?}, but the elements are {expected}"
+            ),
+            Error::SeqFile { name, reason } => {
                 write!(f, "the sequence `{name}` cannot be read from these bytes: {reason}")
             }
             Error::SeqPosition { op, pos, len } => {

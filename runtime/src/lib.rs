@@ -14,6 +14,7 @@
 mod arena;
 mod dynamic;
 mod error;
+mod runseq;
 mod seq;
 mod tensor;
 mod weights;
@@ -22,6 +23,7 @@ pub use kiln_kernels as kernels;
 
 pub use arena::Arena;
 pub use error::Error;
+pub use runseq::{AsSeq, RunSeq};
 pub use seq::{Seq, SeqBuf};
 pub use tensor::{AsInput, Scalar, Tensor};
 
@@ -40,8 +42,11 @@ pub mod __private {
     pub use crate::dynamic::{
         broadcast_strides, range_count_f64, range_count_i64, slice_bounds, split_sizes, DynBuf,
     };
+    pub use crate::runseq::{
+        run_seq_at, run_seq_concat, run_seq_erase, run_seq_input, run_seq_insert, run_seq_split,
+    };
     pub use crate::seq::{seq_erase, seq_index, seq_insert};
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
     pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
-    pub use crate::{Arena, AsInput, Error, Seq, Tensor};
+    pub use crate::{Arena, AsInput, AsSeq, Error, RunSeq, Seq, Tensor};
 }

@@ -222,7 +222,7 @@ fn dtype_of<T: Scalar>() -> Dtype {
     }
 }
 
-fn save<'t, T: Scalar>(
+pub(crate) fn save<'t, T: Scalar>(
     name: &str,
     tensors: impl Iterator<Item = Tensor<'t, T>>,
 ) -> Result<Vec<u8>, Error> {

@@ -708,3 +708,493 @@ fn sequences_as_inputs() {
     let err = m.run(&bad, &[0i64]).unwrap_err();
     assert!(err.to_string().contains("s.1"), "{err}");
 }
+
+kiln::network! {
+    /// Views that change dtype: `h`'s 32 bytes read as i32 (same size), its bytes 8..24 as two
+    /// i64 (offset 2 f32 elements = byte 8, aligned for i64), and its first 6 bytes as u8.
+    pub net Retype(x: tensor<f32[2,4]>) -> (tensor<i32[2,4]>, tensor<i64[2]>, tensor<i32[6]>) {
+        let h = relu(x);
+        let bits = view(h, tensor<i32[2,4]>);
+        let wide = view(h, tensor<i64[2]>, offset = 2);
+        let bytes = view(h, tensor<u8[6]>);
+        (add(bits, bits), add(wide, wide), cast(bytes, i32))
+    }
+}
+
+#[test]
+fn views_that_change_dtype_read_the_same_bytes() {
+    let x: Vec<f32> = vec![1.5, -2.0, 3.25, 0.1, -0.5, 7.0, 1e-3, 42.0];
+    // The reference: the bytes of relu(x), reinterpreted by the standard library.
+    let h: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+    let bytes: Vec<u8> = h.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let want_bits: Vec<i32> = h
+        .iter()
+        .map(|v| (v.to_bits() as i32).wrapping_mul(2))
+        .collect();
+    let want_wide: Vec<i64> = bytes[8..24]
+        .chunks(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()).wrapping_mul(2))
+        .collect();
+    let want_bytes: Vec<i32> = bytes[..6].iter().map(|&b| i32::from(b)).collect();
+    let mut m = Retype::new();
+    let (bits, wide, b) = m.run(&x).unwrap();
+    assert_eq!(bits.shape(), [2, 4]);
+    assert_eq!(bits[..], want_bits[..]);
+    assert_eq!(wide[..], want_wide[..]);
+    assert_eq!(b[..], want_bytes[..]);
+    let plan = Retype::PLAN;
+    assert!(
+        plan.lines()
+            .any(|l| l.contains("wide = view") && l.contains("member at byte 8 of")),
+        "{plan}"
+    );
+}
+
+kiln::network! {
+    /// A split whose sizes are given at run time: a run-time sequence (its length and pieces
+    /// are data), read by `at`, `len`, `erase`, `insert` and `concat_from_seq`. The sizes are
+    /// the first `n` of `sizes` (a slice with a run-time end: their number is data too).
+    pub net RunSplit(x: tensor<f32[2,6]>, sizes: tensor<i64[8]>, n: tensor<i64[1]>, pos: tensor<i64[]>, y: tensor<f32[2,1]>)
+        -> (tensor<i64[]>, tensor<f32[2,?]>, tensor<f32[2,?]>, tensor<i64[]>, tensor<f32[2,?]>)
+    {
+        let first = slice(sizes, starts = sub(n, n), ends = n, axes = [0]);
+        let s = split_to_seq(mul(x, 2.0), first, axis = 1);
+        let piece = relu(at(s, pos));
+        let t = erase(s, 0);
+        let t = insert(t, y, -1);
+        (len(s), piece, concat_from_seq(t, axis = 1), len(t), concat_from_seq(s, axis = -1))
+    }
+}
+
+/// A naive `split` of `x` (`rows` x `cols`, row-major) along the columns.
+fn split_cols(x: &[f32], cols: usize, sizes: &[usize]) -> Vec<Vec<f32>> {
+    let mut at = 0;
+    sizes
+        .iter()
+        .map(|&s| {
+            let piece = x
+                .chunks(cols)
+                .flat_map(|row| row[at..at + s].to_vec())
+                .collect();
+            at += s;
+            piece
+        })
+        .collect()
+}
+
+/// Joins pieces of `rows` rows along the columns (the reference `concat`).
+fn join_cols(pieces: &[Vec<f32>], rows: usize) -> Vec<f32> {
+    (0..rows)
+        .flat_map(|r| {
+            pieces.iter().flat_map(move |p| {
+                let w = p.len() / rows;
+                p[r * w..(r + 1) * w].to_vec()
+            })
+        })
+        .collect()
+}
+
+/// `sizes` as `RunSplit`'s padded sizes input and its count.
+fn padded(sizes: &[i64]) -> ([i64; 8], [i64; 1]) {
+    let mut p = [0i64; 8];
+    p[..sizes.len()].copy_from_slice(sizes);
+    (p, [sizes.len() as i64])
+}
+
+#[test]
+fn split_with_run_time_sizes_is_a_run_time_sequence() {
+    let x: Vec<f32> = (0..12).map(|i| i as f32 - 5.0).collect();
+    let x2: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    let y = [10.0f32, 20.0];
+    let mut m = RunSplit::new();
+    for (sizes, pos) in [
+        (vec![1usize, 2, 3], 1i64),
+        (vec![5, 1], -1),
+        (vec![2, 0, 1, 3], -3),
+    ] {
+        let pieces = split_cols(&x2, 6, &sizes);
+        let n = sizes.len();
+        let sizes_i: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
+        let (p, k) = padded(&sizes_i);
+        let (len_s, piece, joined, len_t, whole) = m.run(&x, &p, &k, &[pos], &y).unwrap();
+        assert_eq!(len_s[..], [n as i64]);
+        let want = &pieces[pos.rem_euclid(n as i64) as usize];
+        assert_eq!(piece.shape(), [2, want.len() / 2]);
+        let relu: Vec<f32> = want.iter().map(|v| v.max(0.0)).collect();
+        assert_eq!(piece[..], relu[..]);
+        // erase(s, 0), then y before the last element (Python's insert(-1, y)).
+        let mut t: Vec<Vec<f32>> = pieces[1..].to_vec();
+        let at = t.len() - 1;
+        t.insert(at, y.to_vec());
+        assert_eq!(len_t[..], [t.len() as i64]);
+        let want_joined = join_cols(&t, 2);
+        assert_eq!(joined.shape(), [2, want_joined.len() / 2]);
+        assert_eq!(joined[..], want_joined[..]);
+        assert_eq!((whole.shape(), &whole[..]), (&[2, 6][..], &x2[..]));
+    }
+    // One piece: erasing it leaves an empty sequence, where position -1 does not exist (ONNX
+    // inserts at `-len..=len`, unlike Python's list).
+    let (p, k) = padded(&[6]);
+    assert_eq!(
+        m.run(&x, &p, &k, &[0], &y).unwrap_err(),
+        Error::SeqPosition {
+            op: "insert",
+            pos: -1,
+            len: 0
+        }
+    );
+}
+
+#[test]
+fn run_time_sequences_refuse_bad_positions_and_sizes() {
+    let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let y = [1.0f32, 2.0];
+    let mut m = RunSplit::new();
+    // Three pieces: positions -3..3 exist, 3 and -4 do not.
+    for pos in [3i64, -4, i64::MAX, i64::MIN] {
+        let (p, k) = padded(&[2, 2, 2]);
+        let err = m.run(&x, &p, &k, &[pos], &y).unwrap_err();
+        assert_eq!(
+            err,
+            Error::SeqPosition {
+                op: "at",
+                pos,
+                len: 3
+            }
+        );
+    }
+    // Sizes that are negative or do not add up to the axis.
+    for bad in [vec![7i64, -1], vec![1, 2], vec![]] {
+        assert!(
+            matches!(
+                m.run(&x, &padded(&bad).0, &padded(&bad).1, &[0], &y),
+                Err(Error::SplitSizes { dim: 6, .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    // The model still runs after errors.
+    let (p, k) = padded(&[3, 3]);
+    assert!(m.run(&x, &p, &k, &[0], &y).is_ok());
+}
+
+kiln::network! {
+    /// A sequence input of any length (`kiln::AsSeq`): rows of 4 values, a different number
+    /// per element. The element at `pos` is read, `pos` is erased, `x` inserted in front.
+    pub net SeqAny(s: seq<tensor<f32[?,4]>>, pos: tensor<i64[]>, x: tensor<f32[1,4]>)
+        -> (tensor<i64[]>, tensor<f32[?,4]>, tensor<f32[?,4]>, tensor<f32[?,4]>)
+    {
+        let picked = at(s, pos);
+        let t = insert(erase(s, pos), x, 0);
+        (len(s), add(picked, 1.0), concat_from_seq(s, axis = 0), concat_from_seq(t, axis = 0))
+    }
+}
+
+/// Elements of `rows[i]` rows of 4 values each, counting up from `start`.
+fn row_blocks(rows: &[usize], start: f32) -> (Vec<Vec<f32>>, Vec<[usize; 2]>) {
+    let mut next = start;
+    let data = rows
+        .iter()
+        .map(|&r| {
+            (0..r * 4)
+                .map(|_| {
+                    next += 1.0;
+                    next
+                })
+                .collect()
+        })
+        .collect();
+    (data, rows.iter().map(|&r| [r, 4]).collect())
+}
+
+/// `data[i]` with `shapes[i]`, as tensors (a sequence input of any length).
+fn tensors<'a, T: kiln::Scalar, const R: usize>(
+    data: &'a [Vec<T>],
+    shapes: &'a [[usize; R]],
+) -> Vec<Tensor<'a, T>> {
+    data.iter()
+        .zip(shapes)
+        .map(|(d, s)| Tensor::new(d, s))
+        .collect()
+}
+
+#[test]
+fn a_sequence_input_of_any_length() {
+    let x = [-1.0f32, -2.0, -3.0, -4.0];
+    let mut m = SeqAny::new();
+    for (rows, pos) in [
+        (vec![2usize, 1, 3], 1i64),
+        (vec![1], 0),
+        (vec![0, 2, 1, 1, 4], -2),
+    ] {
+        let (data, shapes) = row_blocks(&rows, 0.0);
+        let elems = tensors(&data, &shapes);
+        let (n, picked, all, t) = m.run(&elems, &[pos], &x).unwrap();
+        assert_eq!(n[..], [rows.len() as i64]);
+        let p = pos.rem_euclid(rows.len() as i64) as usize;
+        let want: Vec<f32> = data[p].iter().map(|v| v + 1.0).collect();
+        assert_eq!(
+            (picked.shape(), &picked[..]),
+            (&[rows[p], 4][..], &want[..])
+        );
+        let flat: Vec<f32> = data.concat();
+        assert_eq!(
+            (all.shape(), &all[..]),
+            (&[flat.len() / 4, 4][..], &flat[..])
+        );
+        let mut list = data.clone();
+        list.remove(p);
+        list.insert(0, x.to_vec());
+        let flat_t = list.concat();
+        assert_eq!(
+            (t.shape(), &t[..]),
+            (&[flat_t.len() / 4, 4][..], &flat_t[..])
+        );
+    }
+    // A `kiln::Seq`, and a sequence read back from a file, are inputs too.
+    let (data, shapes) = row_blocks(&[1, 2], 0.0);
+    let seq = kiln::Seq::new([
+        Tensor::new(&data[0], &shapes[0]),
+        Tensor::new(&data[1], &shapes[1]),
+    ]);
+    assert_eq!(
+        m.run(&seq, &[1], &x).unwrap().1[..],
+        data[1].iter().map(|v| v + 1.0).collect::<Vec<_>>()[..]
+    );
+    let back =
+        kiln::SeqBuf::<f32>::from_safetensors(&seq.to_safetensors("s").unwrap(), "s").unwrap();
+    assert_eq!(m.run(&back, &[0], &x).unwrap().0[..], [2]);
+}
+
+#[test]
+fn a_sequence_input_of_any_length_is_checked() {
+    let x = [0.0f32; 4];
+    let mut m = SeqAny::new();
+    let good = [1.0f32; 8];
+    let bad = [1.0f32; 6];
+    // An element whose size along a fixed axis is not 4, or of another rank: `Err` naming it.
+    let err = m
+        .run(
+            &[Tensor::new(&good, &[2, 4]), Tensor::new(&bad, &[2, 3])],
+            &[0],
+            &x,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::SeqElement {
+            seq: "s",
+            index: 1,
+            expected: "tensor<f32[?,4]>",
+            shape: vec![2, 3]
+        }
+    );
+    assert!(err.to_string().contains("element 1"), "{err}");
+    assert!(m.run(&[Tensor::new(&good, &[8])], &[0], &x).is_err());
+    // An empty sequence has no element 0 to read or erase.
+    let none: Vec<Tensor<'_>> = Vec::new();
+    assert_eq!(
+        m.run(&none, &[0], &x).unwrap_err(),
+        Error::SeqPosition {
+            op: "at",
+            pos: 0,
+            len: 0
+        }
+    );
+    // Out of range positions.
+    for pos in [1i64, -2] {
+        assert!(matches!(
+            m.run(&[Tensor::new(&good, &[2, 4])], &[pos], &x),
+            Err(Error::SeqPosition {
+                op: "at",
+                len: 1,
+                ..
+            })
+        ));
+    }
+}
+
+/// Run-time sequences live in grow-only buffers: the first run allocates, later runs with the
+/// same or smaller sequences allocate nothing.
+#[test]
+fn run_time_sequences_allocate_nothing_in_steady_state() {
+    let x = [0.5f32; 4];
+    let mut m = SeqAny::new();
+    let (big, big_shapes) = row_blocks(&[3, 1, 4, 2], 0.0);
+    let (small, small_shapes) = row_blocks(&[2, 2], 0.0);
+    let big = tensors(&big, &big_shapes);
+    let small = tensors(&small, &small_shapes);
+    let first = kiln_tests::allocations_during(|| {
+        m.run(&big, &[2], &x).unwrap();
+    });
+    assert!(first > 0, "the first run fills the buffers");
+    let n = kiln_tests::allocations_during(|| {
+        for _ in 0..3 {
+            assert_eq!(m.run(&big, &[2], &x).unwrap().0[..], [4]);
+            assert_eq!(m.run(&small, &[-1], &x).unwrap().0[..], [2]);
+        }
+    });
+    assert_eq!(n, 0, "steady-state runs allocated");
+    let mut s = RunSplit::new();
+    let xs: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let y = [0.0f32; 2];
+    let (six, six_n) = padded(&[1, 1, 1, 1, 1, 1]);
+    let (two, two_n) = padded(&[4, 2]);
+    // The larger sizes first: the piece at -1 of [4, 2] is larger than any of six 1s.
+    s.run(&xs, &six, &six_n, &[0], &y).unwrap();
+    s.run(&xs, &two, &two_n, &[-1], &y).unwrap();
+    let n = kiln_tests::allocations_during(|| {
+        for _ in 0..3 {
+            s.run(&xs, &six, &six_n, &[0], &y).unwrap();
+            s.run(&xs, &two, &two_n, &[-1], &y).unwrap();
+        }
+    });
+    assert_eq!(n, 0, "steady-state runs allocated");
+}
+
+kiln::network! {
+    /// A sequence input of any length whose elements all have one shape: `at` gives a static
+    /// tensor (in the arena), elements stack along a new axis, and `insert`/`erase` take their
+    /// default positions (the end, the last).
+    pub net Stack(s: seq<tensor<i32[2,3]>>, pos: tensor<i64[]>, y: tensor<i32[2,3]>)
+        -> (tensor<i32[?,2,3]>, tensor<i32[2,3]>, tensor<i32[2,?]>)
+    {
+        let t = erase(insert(s, y));
+        let u = insert(s, y);
+        (concat_from_seq(t, axis = 0, new_axis = true), add(at(u, pos), y), concat_from_seq(u, axis = -1))
+    }
+}
+
+#[test]
+fn run_time_sequences_stack_and_take_default_positions() {
+    let y: Vec<i32> = (0..6).map(|i| 100 + i).collect();
+    let elems: Vec<Vec<i32>> = (0..3)
+        .map(|k| (0..6).map(|i| k * 10 + i).collect())
+        .collect();
+    let shapes = [[2usize, 3]; 3];
+    let seq = tensors(&elems, &shapes);
+    let mut m = Stack::new();
+    for n in 0..=3 {
+        let part = &seq[..n];
+        let (stacked, picked, joined) = m.run(&part, &[-1], &y).unwrap();
+        assert_eq!(stacked.shape(), [n, 2, 3]);
+        assert_eq!(stacked[..], elems[..n].concat()[..]);
+        // `u` ends with `y`: position -1 is `y` itself.
+        let twice: Vec<i32> = y.iter().map(|v| 2 * v).collect();
+        assert_eq!((picked.shape(), &picked[..]), (&[2, 3][..], &twice[..]));
+        let mut u: Vec<&[i32]> = elems[..n].iter().map(|e| &e[..]).collect();
+        u.push(&y);
+        let want: Vec<i32> = (0..2)
+            .flat_map(|r| u.iter().flat_map(move |e| e[r * 3..r * 3 + 3].to_vec()))
+            .collect();
+        assert_eq!(
+            (joined.shape(), &joined[..]),
+            (&[2, 3 * (n + 1)][..], &want[..])
+        );
+    }
+    let part = &seq[..2];
+    assert_eq!(
+        m.run(&part, &[3], &y).unwrap_err(),
+        Error::SeqPosition {
+            op: "at",
+            pos: 3,
+            len: 3
+        }
+    );
+}
+
+kiln::network! {
+    /// A run-time sequence holds copies: `h` may be overwritten in place after it was inserted
+    /// (which a compile-time sequence holding `h` would refuse), and the sequence keeps the
+    /// value `h` had.
+    pub net CopyIn(s: seq<tensor<f32[?,4]>>, x: tensor<f32[1,4]>) -> (tensor<f32[?,4]>, tensor<f32[1,4]>) {
+        let h = mul(x, 2.0);
+        let t = insert(s, h, 0);
+        let h = h.relu_();
+        (concat_from_seq(t, axis = 0), h)
+    }
+}
+
+#[test]
+fn run_time_sequences_hold_copies() {
+    let x = [-1.0f32, 2.0, -3.0, 4.0];
+    let e = [7.0f32; 8];
+    let mut m = CopyIn::new();
+    let (t, h) = m.run(&[Tensor::new(&e, &[2, 4])], &x).unwrap();
+    assert_eq!(t.shape(), [3, 4]);
+    assert_eq!(t[..4], [-2.0, 4.0, -6.0, 8.0]);
+    assert_eq!(t[4..], e[..]);
+    assert_eq!(h[..], [0.0, 4.0, 0.0, 8.0]);
+    // Nothing of the arena is held by the sequence: the plan has no sequence value.
+    assert!(!CopyIn::PLAN.contains("sequence"), "{}", CopyIn::PLAN);
+}
+
+kiln::network! {
+    /// Inserting a tensor whose sizes are known only at run time (an element read back, through
+    /// a reshape) into a run-time sequence.
+    pub net Reinsert(s: seq<tensor<f32[?,2]>>) -> (tensor<f32[?,2]>, tensor<i64[]>) {
+        let first = reshape(relu(at(s, 0)), [-1, 2]);
+        let t = insert(s, first);
+        (concat_from_seq(t, axis = 0), len(t))
+    }
+}
+
+#[test]
+fn run_time_sized_tensors_go_into_run_time_sequences() {
+    let a = [-1.0f32, 2.0, 3.0, -4.0];
+    let b = [5.0f32, 6.0];
+    let mut m = Reinsert::new();
+    let (all, n) = m
+        .run(&[Tensor::new(&a, &[2, 2]), Tensor::new(&b, &[1, 2])])
+        .unwrap();
+    assert_eq!(n[..], [3]);
+    assert_eq!(all.shape(), [5, 2]);
+    assert_eq!(
+        all[..],
+        [-1.0, 2.0, 3.0, -4.0, 5.0, 6.0, 0.0, 2.0, 3.0, 0.0]
+    );
+}
+
+kiln::network! {
+    /// Returns run-time sequences (`kiln::RunSeq`, borrowed from the model's buffers).
+    pub net SeqBack(s: seq<tensor<f32[?,4]>>, x: tensor<f32[1,4]>, y: tensor<f32[2,5]>, sizes: tensor<i64[2]>)
+        -> (seq<tensor<f32[?,4]>>, seq<tensor<f32[2,?]>>)
+    {
+        (insert(s, relu(x), 0), split_to_seq(y, sizes, axis = 1))
+    }
+}
+
+#[test]
+fn run_time_sequences_are_returned_borrowed() {
+    let x = [-1.0f32, 1.0, -2.0, 2.0];
+    let y: Vec<f32> = (0..10).map(|i| i as f32).collect();
+    let (data, shapes) = row_blocks(&[2, 1], 0.0);
+    let elems = tensors(&data, &shapes);
+    let mut m = SeqBack::new();
+    {
+        let (t, parts) = m.run(&elems, &x, &y, &[1i64, 4]).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.at(0).unwrap()[..], [0.0, 1.0, 0.0, 2.0]);
+        assert_eq!(
+            (t.at(-1).unwrap().shape(), &t.at(-1).unwrap()[..]),
+            (&[1, 4][..], &data[1][..])
+        );
+        assert!(t.at(3).is_none());
+        let pieces = split_cols(&y, 5, &[1, 4]);
+        let got: Vec<Vec<f32>> = parts.iter().map(|p| p.to_vec()).collect();
+        assert_eq!(got, pieces);
+        assert_eq!(parts.at(1).unwrap().shape(), [2, 4]);
+        // Saved and read back as any sequence.
+        let back =
+            kiln::SeqBuf::<f32>::from_safetensors(&t.to_safetensors("t").unwrap(), "t").unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(back.at(2).unwrap()[..], data[1][..]);
+    }
+    let n = kiln_tests::allocations_during(|| {
+        for _ in 0..3 {
+            let (t, parts) = m.run(&elems, &x, &y, &[3i64, 2]).unwrap();
+            assert_eq!((t.len(), parts.len()), (3, 2));
+        }
+    });
+    assert_eq!(n, 0, "runs allocated");
+}

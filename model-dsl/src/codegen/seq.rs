@@ -301,7 +301,7 @@ impl Model<'_> {
     }
 
     /// A position as an `i64` expression: the default, a constant, or the scalar `v` holds.
-    fn position(&self, at: Pos, v: Option<ValueId>, default: i64) -> TokenStream {
+    pub(super) fn position(&self, at: Pos, v: Option<ValueId>, default: i64) -> TokenStream {
         match (at, v) {
             (Pos::Static(i), _) => quote! { #i },
             (Pos::Run, Some(v)) => match self.loc(v) {

@@ -164,6 +164,7 @@ pub fn lower(def: &NetworkDef, errors: &mut Errors) -> Lowered {
         symbol_spans: Vec::new(),
         results_wanted: None,
         seq_type_ok: false,
+        run_seqs: 0,
     };
     for input in def.inputs.iter() {
         let i = cx.graph.inputs.len();
@@ -249,6 +250,8 @@ pub(super) struct Builder<'e> {
     results_wanted: Option<usize>,
     /// Whether a `seq<...>` type is allowed where a type is being read (an output's).
     seq_type_ok: bool,
+    /// Sequence inputs without a length so far (each one's `OpKind::SeqInput::slot`).
+    run_seqs: usize,
 }
 
 impl Builder<'_> {
@@ -1425,12 +1428,12 @@ impl Builder<'_> {
     }
 
     /// A sequence input `s: seq<tensor<...>, N>`: `N` tensor inputs (`s.0`, `s.1`, ...; the
-    /// caller passes one `kiln::Seq`) and a `seq_construct` of them, bound to `s`.
+    /// caller passes one `kiln::Seq`) and a `seq_construct` of them, bound to `s`. Without `N`,
+    /// a run-time sequence of any length (`run_seq_input`).
     fn seq_input(&mut self, input: &crate::syntax::InputDecl) {
         let name = input.name.to_string();
         let Some(n) = input.ty.seq_len else {
-            self.error(input.ty.span, format!("input `{name}`: a sequence input gives its length, like `seq<tensor<f32[2,3]>, 3>`"));
-            self.scope.insert(name, None);
+            self.run_seq_input(input);
             return;
         };
         if n.value == 0 || n.value > 4096 {
@@ -1474,6 +1477,49 @@ impl Builder<'_> {
         let s = self
             .graph
             .add_op(OpKind::SeqConstruct, elems, 1, loc, vec![], None)[0];
+        self.graph.values[s.index()].name = Some(name.clone());
+        if self.scope.insert(name.clone(), Some(s)).is_some() {
+            self.error(
+                input.name.span(),
+                format!("input `{name}` is declared twice"),
+            );
+        }
+    }
+
+    /// A sequence input without a length, `s: seq<tensor<f32[?,4]>>`: the caller passes any
+    /// number of tensors (`kiln::AsSeq`), copied at run time into a run-time sequence; `?` is a
+    /// size each element may have its own of.
+    fn run_seq_input(&mut self, input: &crate::syntax::InputDecl) {
+        let name = input.name.to_string();
+        self.seq_type_ok = true;
+        let ty = self.declared_type(&input.ty, None);
+        self.seq_type_ok = false;
+        let Some(ty) = ty else {
+            self.scope.insert(name, None);
+            return;
+        };
+        let mut dims = Vec::with_capacity(ty.dims.len());
+        for d in &ty.dims {
+            match d {
+                Dim::Known(n) => dims.push(Some(*n)),
+                Dim::Any => dims.push(None),
+                Dim::Sym(_) => {
+                    self.error(input.ty.span, format!("input `{name}`: a sequence input without a length takes `?` for sizes that vary between its elements, not size symbols"));
+                    self.scope.insert(name, None);
+                    return;
+                }
+            }
+        }
+        let slot = self.run_seqs;
+        self.run_seqs += 1;
+        let loc = self.spans.at(input.name.span());
+        let kind = OpKind::SeqInput {
+            slot,
+            name: name.clone(),
+            dtype: ty.dtype,
+            dims,
+        };
+        let s = self.graph.add_op(kind, vec![], 1, loc, vec![], None)[0];
         self.graph.values[s.index()].name = Some(name.clone());
         if self.scope.insert(name.clone(), Some(s)).is_some() {
             self.error(

@@ -5,6 +5,12 @@
 //! length is always known, so positions written as numbers are checked here, at their token.
 //! A position given at run time makes the order a run-time fact: the sequence then lists
 //! *candidates* and the generated code keeps the order in a small array.
+//!
+//! A *run-time sequence* ([`SeqVal::run`]: a `split_to_seq` with sizes given at run time, a
+//! sequence input without a length, and what `insert`/`erase` make of them) has a length and
+//! element sizes known only at run time. Inference tracks only its element type, widening a
+//! size to `?` when an `insert` brings another; positions on it are checked at run time, and
+//! `at`/`concat_from_seq` give values with run-time sizes where the type has `?`.
 
 use super::Infer;
 
@@ -21,6 +27,9 @@ impl Infer<'_, '_> {
         let name = op.kind.name();
         let mut kind = op.kind.clone();
         let placeholder = |d: DType| Shape::tensor(d, vec![]);
+        if let Some(r) = self.run_seq_op(op) {
+            return r;
+        }
         match &mut kind {
             OpKind::SeqEmpty(d) => {
                 let s = SeqVal {
@@ -28,7 +37,7 @@ impl Infer<'_, '_> {
                     elems: vec![],
                     len: 0,
                     run_order: false,
-                    run_sizes: false,
+                    run: None,
                 };
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
@@ -53,7 +62,7 @@ impl Infer<'_, '_> {
                     len: elems.len(),
                     elems,
                     run_order: false,
-                    run_sizes: false,
+                    run: None,
                 };
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
@@ -181,30 +190,11 @@ impl Infer<'_, '_> {
                     SeqSplit::Ones => d,
                     SeqSplit::Chunk(c) => d.div_ceil(*c),
                     SeqSplit::Sizes(s) => s.len(),
-                    SeqSplit::Run => 0,
+                    SeqSplit::Run => unreachable!("`run_seq_op` types it"),
                 };
                 if pieces > MAX_SEQ_LEN {
                     self.error(decl, format!("split_to_seq: {x} would give {pieces} pieces along axis {a}; a sequence may have at most {MAX_SEQ_LEN} elements"));
                     return None;
-                }
-                if *split == SeqSplit::Run {
-                    let sizes = self.tensor_arg(op, 1)?;
-                    if sizes.dtype != DType::I64 || sizes.rank() != 1 {
-                        self.error(op.arg_loc(1), format!("split_to_seq: run-time sizes are a 1-D i64 tensor, like `tensor<i64[3]>`, not {sizes}"));
-                        return None;
-                    }
-                    if sizes.dims[0] > MAX_SEQ_LEN {
-                        self.error(op.arg_loc(1), format!("split_to_seq: {} pieces; a sequence may have at most {MAX_SEQ_LEN} elements", sizes.dims[0]));
-                        return None;
-                    }
-                    let s = SeqVal {
-                        dtype: x.dtype,
-                        elems: vec![],
-                        len: sizes.dims[0],
-                        run_order: false,
-                        run_sizes: true,
-                    };
-                    return Some((kind.clone(), placeholder(s.dtype), Some(s)));
                 }
                 let sizes: Vec<usize> = match split {
                     SeqSplit::Ones => vec![1; d],
@@ -213,7 +203,7 @@ impl Infer<'_, '_> {
                         (0..d.div_ceil(c)).map(|k| c.min(d - k * c)).collect()
                     }
                     SeqSplit::Sizes(sizes) => sizes.clone(),
-                    SeqSplit::Run => unreachable!("returned above"),
+                    SeqSplit::Run => unreachable!("`run_seq_op` types it"),
                 };
                 let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
                 if total != Some(d) || sizes.contains(&0) {
@@ -257,7 +247,7 @@ impl Infer<'_, '_> {
                     len: elems.len(),
                     elems,
                     run_order: false,
-                    run_sizes: false,
+                    run: None,
                 };
                 Some((kind.clone(), placeholder(s.dtype), Some(s)))
             }
@@ -311,15 +301,157 @@ impl Infer<'_, '_> {
         }
     }
 
+    /// The rule of a sequence op that makes or reads a run-time sequence, or `None` for the
+    /// rules of compile-time sequences. Inner `None`: an error was reported.
+    #[allow(clippy::type_complexity)]
+    fn run_seq_op(&mut self, op: &Op) -> Option<Option<(OpKind, Shape, Option<SeqVal>)>> {
+        let kind = op.kind.clone();
+        let name = kind.name();
+        let run = |dtype: DType, dims: Vec<Option<usize>>| SeqVal {
+            dtype,
+            elems: vec![],
+            len: 0,
+            run_order: false,
+            run: Some(dims),
+        };
+        let placeholder = |d: DType| Shape::tensor(d, vec![]);
+        match &kind {
+            OpKind::SeqInput { dtype, dims, .. } => {
+                let s = run(*dtype, dims.clone());
+                return Some(Some((kind.clone(), placeholder(*dtype), Some(s))));
+            }
+            OpKind::SplitToSeq {
+                axis,
+                split: SeqSplit::Run,
+                ..
+            } => {
+                let r = (|| {
+                    let x = self.tensor_arg(op, 0)?;
+                    let a = self.axis(*axis, &x, name, op.loc)?;
+                    let sizes = self.shape(op.args[1])?.clone();
+                    if sizes.dtype != DType::I64 || sizes.rank() != 1 {
+                        self.error(op.arg_loc(1), format!("split_to_seq: run-time sizes are a 1-D i64 tensor, like `tensor<i64[3]>`, not {sizes}"));
+                        return None;
+                    }
+                    let mut dims: Vec<Option<usize>> = x.dims.iter().map(|&d| Some(d)).collect();
+                    dims[a] = None;
+                    let mut kind = kind.clone();
+                    if let OpKind::SplitToSeq { axis, .. } = &mut kind {
+                        *axis = a as i64;
+                    }
+                    Some((kind, placeholder(x.dtype), Some(run(x.dtype, dims))))
+                })();
+                return Some(r);
+            }
+            _ => {}
+        }
+        // The other ops are run-time ones when they read a run-time sequence.
+        if !matches!(
+            kind,
+            OpKind::SeqInsert { .. }
+                | OpKind::SeqErase { .. }
+                | OpKind::SeqAt { .. }
+                | OpKind::SeqLen
+                | OpKind::ConcatFromSeq { .. }
+        ) {
+            return None;
+        }
+        let dims = self
+            .seqs
+            .get(op.args.first()?.index())?
+            .as_ref()?
+            .run
+            .clone()?;
+        let s = self.seq_arg(op, 0);
+        let dtype = s.as_ref().map_or(DType::F32, |s| s.dtype);
+        let seq_name = self.name_of(op.args[0]);
+        let elem = crate::ir::run_elem_text(dtype, &dims);
+        let r = (|| match &kind {
+            OpKind::SeqInsert { at } => {
+                if *at == Pos::Run {
+                    self.run_position(op, 2)?;
+                }
+                let x = self.shape(op.args[1])?.clone();
+                if self.seqs[op.args[1].index()].is_some() {
+                    self.error(
+                        op.arg_loc(1),
+                        "insert: expected a tensor, but this is a sequence; sequences do not nest",
+                    );
+                    return None;
+                }
+                if x.dtype != dtype || x.rank() != dims.len() {
+                    self.error(op.arg_loc(1), format!("insert: {x} does not fit the sequence `{seq_name}`, whose elements are {elem}"));
+                    return None;
+                }
+                // The element type widens to `?` where the new element's size differs.
+                let wider = dims
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| d.filter(|&d| x.run_dim(i).is_none() && x.dims[i] == d))
+                    .collect();
+                Some((kind.clone(), placeholder(dtype), Some(run(dtype, wider))))
+            }
+            OpKind::SeqErase { at } => {
+                if *at == Pos::Run {
+                    self.run_position(op, 1)?;
+                }
+                Some((
+                    kind.clone(),
+                    placeholder(dtype),
+                    Some(run(dtype, dims.clone())),
+                ))
+            }
+            OpKind::SeqAt { at } => {
+                if *at == Pos::Run {
+                    self.run_position(op, 1)?;
+                }
+                let mut out = Shape::tensor(dtype, dims.iter().map(|d| d.unwrap_or(0)).collect());
+                if dims.iter().any(Option::is_none) {
+                    out.run = dims
+                        .iter()
+                        .map(|d| d.is_none().then(|| self.new_run()))
+                        .collect();
+                } else {
+                    self.claim(op.loc, format_args!("at: the output {out}"), &out)?;
+                }
+                Some((kind.clone(), out, None))
+            }
+            OpKind::SeqLen => {
+                let out = Shape::tensor(DType::I64, vec![]);
+                self.claim(op.loc, format_args!("len: the output {out}"), &out)?;
+                Some((kind.clone(), out, None))
+            }
+            OpKind::ConcatFromSeq { axis, new_axis } => {
+                let rank = dims.len() + usize::from(*new_axis);
+                let probe = Shape::tensor(dtype, vec![1; rank]);
+                let a = self.axis(*axis, &probe, name, op.loc)?;
+                let unknown = (0..dims.len()).find(|&d| dims[d].is_none() && (*new_axis || d != a));
+                if let Some(d) = unknown {
+                    self.error(op.loc, format!("concat_from_seq: the elements of `{seq_name}` are {elem}, and their size along axis {d} is decided per element at run time; only the size along the concatenation axis may vary"));
+                    return None;
+                }
+                let mut known: Vec<usize> = dims.iter().map(|d| d.unwrap_or(0)).collect();
+                if *new_axis {
+                    known.insert(a, 0);
+                }
+                let mut out = Shape::tensor(dtype, known);
+                out.run = vec![None; rank];
+                out.run[a] = Some(self.new_run());
+                let mut kind = kind.clone();
+                if let OpKind::ConcatFromSeq { axis, .. } = &mut kind {
+                    *axis = a as i64;
+                }
+                Some((kind, out, None))
+            }
+            _ => unreachable!("only the ops that read a sequence come here"),
+        })();
+        Some(r)
+    }
+
     /// Argument `i` as a sequence, or an error at it.
     fn seq_arg(&mut self, op: &Op, i: usize) -> Option<SeqVal> {
         let v = op.args[i];
         if let Some(s) = &self.seqs[v.index()] {
-            if s.run_sizes && op.kind != OpKind::SeqLen {
-                let name = op.kind.name();
-                self.error(op.arg_loc(i), format!("{name}: the elements of `{}` have sizes decided at run time (split_to_seq with run-time sizes); only `len` reads such a sequence for now", self.name_of(v)));
-                return None;
-            }
             return Some(s.clone());
         }
         let shape = self.shape(v)?.clone();

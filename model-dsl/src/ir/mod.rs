@@ -341,6 +341,15 @@ pub enum OpKind {
     SeqAt {
         at: Pos,
     },
+    /// A sequence input without a length (`s: seq<tensor<f32[?,4]>>`): the `slot`th such input
+    /// of `run` (named `name`), a run-time sequence of `dtype` elements of sizes `dims` (`None`:
+    /// any size). No args.
+    SeqInput {
+        slot: usize,
+        name: String,
+        dtype: DType,
+        dims: Vec<Option<usize>>,
+    },
     /// ONNX `SequenceLength`: arg `s`; an `i64` scalar (the length is always known at compile
     /// time, but it is still a tensor the model computes).
     SeqLen,
@@ -422,9 +431,12 @@ pub struct SeqVal {
     pub len: usize,
     /// The order is decided at run time (`elems` are candidates).
     pub run_order: bool,
-    /// The elements' sizes are decided at run time (a `split_to_seq` with run-time sizes):
-    /// `elems` is empty and only the length is known.
-    pub run_sizes: bool,
+    /// A *run-time sequence*: its length and its elements' sizes are decided at run time (a
+    /// `split_to_seq` with run-time sizes, a sequence input without a length, and what
+    /// `insert`/`erase` make of them). It lives in a grow-only buffer of the model, its
+    /// elements copied in, so it holds no graph value: `elems` is empty and `len` is 0. The
+    /// vector is the element type's sizes (`None`: `?`, known only per element at run time).
+    pub run: Option<Vec<Option<usize>>>,
 }
 
 impl SeqVal {
@@ -447,6 +459,9 @@ impl SeqVal {
 
     /// The element type as the DSL writes it: `seq<tensor<f32[?,3,4]>>`.
     pub fn type_text(&self) -> String {
+        if let Some(dims) = &self.run {
+            return format!("seq<{}>", run_elem_text(self.dtype, dims));
+        }
         let dims = match self.super_dims() {
             Some(d) => d
                 .iter()
@@ -523,6 +538,7 @@ impl OpKind {
             OpKind::SeqErase { .. } => "erase",
             OpKind::SeqAt { .. } => "at",
             OpKind::SeqLen => "len",
+            OpKind::SeqInput { .. } => "seq_input",
             OpKind::SplitToSeq { .. } => "split_to_seq",
             OpKind::ConcatFromSeq { .. } => "concat_from_seq",
             OpKind::View { .. } => "view",
@@ -539,6 +555,7 @@ impl OpKind {
                 | OpKind::SeqErase { .. }
                 | OpKind::SeqAt { .. }
                 | OpKind::SeqLen
+                | OpKind::SeqInput { .. }
                 | OpKind::SplitToSeq { .. }
                 | OpKind::ConcatFromSeq { .. }
         )
@@ -561,7 +578,7 @@ impl OpKind {
             OpKind::SliceDyn { .. } | OpKind::Range => 3,
             OpKind::NonZero => 1,
             OpKind::Concat { .. } | OpKind::SeqConstruct => return (None, 1),
-            OpKind::SeqEmpty(_) => 0,
+            OpKind::SeqEmpty(_) | OpKind::SeqInput { .. } => 0,
             OpKind::SeqInsert { at } => 2 + usize::from(*at == Pos::Run),
             OpKind::SeqErase { at } | OpKind::SeqAt { at } => 1 + usize::from(*at == Pos::Run),
             OpKind::SplitToSeq { split, .. } => 1 + usize::from(*split == SeqSplit::Run),
@@ -844,4 +861,13 @@ impl Graph {
         });
         value
     }
+}
+
+/// The element type of a run-time sequence as the DSL writes it: `tensor<f32[?,4]>`.
+pub fn run_elem_text(dtype: DType, dims: &[Option<usize>]) -> String {
+    let dims: Vec<String> = dims
+        .iter()
+        .map(|d| d.map_or("?".to_string(), |n| n.to_string()))
+        .collect();
+    format!("tensor<{dtype}[{}]>", dims.join(","))
 }

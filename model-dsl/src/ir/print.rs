@@ -237,6 +237,12 @@ impl fmt::Display for Attrs<'_> {
                 items.push(format!("sizes={sizes:?}"));
             }
             OpKind::SeqEmpty(d) => items.push(format!("dtype={d}")),
+            OpKind::SeqInput {
+                name, dtype, dims, ..
+            } => {
+                items.push(format!("name={name}"));
+                items.push(format!("elem={}", super::run_elem_text(*dtype, dims)));
+            }
             OpKind::SeqInsert { at } | OpKind::SeqErase { at } | OpKind::SeqAt { at } => match at {
                 super::Pos::Static(i) => items.push(format!("at={i}")),
                 super::Pos::Run => items.push("at=run".to_string()),

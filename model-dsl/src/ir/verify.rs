@@ -87,7 +87,14 @@ pub fn verify(g: &Graph) -> Result<(), String> {
             if let Some(e) = s.elems.iter().find(|e| e.base.index() > i) {
                 return Err(format!("sequence %{i} holds %{}, a later value", e.base.0));
             }
-            if !s.run_order && !s.run_sizes && s.elems.len() != s.len {
+            // A run-time sequence holds copies in its own buffer, never graph values: the escape
+            // rule has nothing to track for it.
+            if s.run.is_some() && (!s.elems.is_empty() || s.run_order) {
+                return Err(format!(
+                    "run-time sequence %{i} lists graph values as elements"
+                ));
+            }
+            if !s.run_order && s.run.is_none() && s.elems.len() != s.len {
                 return Err(format!(
                     "sequence %{i} has {} elements but length {}",
                     s.elems.len(),
@@ -205,6 +212,38 @@ mod tests {
     #[test]
     fn accepts_a_well_formed_graph() {
         assert_eq!(verify(&relu_graph()), Ok(()));
+    }
+
+    /// A run-time sequence holds copies, never graph values (what lets the plan and its
+    /// verifier ignore it): one that lists an element is refused.
+    #[test]
+    fn run_time_sequences_hold_no_graph_values() {
+        let mut g = relu_graph();
+        let kind = OpKind::SeqInput {
+            slot: 0,
+            name: "s".into(),
+            dtype: DType::F32,
+            dims: vec![None],
+        };
+        let s = g.add_op(kind, vec![], 1, Loc(0), vec![], None)[0];
+        g.types = vec![Shape::tensor(DType::F32, vec![]); 3];
+        let run = crate::ir::SeqVal {
+            dtype: DType::F32,
+            elems: vec![],
+            len: 0,
+            run_order: false,
+            run: Some(vec![None]),
+        };
+        g.seqs = vec![None, None, Some(run)];
+        assert_eq!(verify(&g), Ok(()));
+        if let Some(r) = &mut g.seqs[s.index()] {
+            r.elems.push(crate::ir::Elem {
+                base: ValueId(1),
+                offset: 0,
+                shape: Shape::tensor(DType::F32, vec![]),
+            });
+        }
+        assert!(verify(&g).unwrap_err().contains("lists graph values"));
     }
 
     #[test]
