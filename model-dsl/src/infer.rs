@@ -20,6 +20,7 @@ use crate::ir::{
 };
 
 mod seq;
+pub use seq::MAX_SEQ_LEN;
 
 /// The most bytes a network's tensors may take all together: inputs, every op's result and
 /// scratch, and the parameters, each rounded up to the planner's 64-byte alignment as if nothing

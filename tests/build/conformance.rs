@@ -24,6 +24,11 @@ fn main() {
         for (case, dir) in case_dirs(&root.join(suite)) {
             let name = format!("{prefix}_{}", case.to_lowercase());
             builder = builder.model_named(dir.join("model.onnx"), name.clone());
+            // Sizes the model leaves symbolic (`test_sequence_model8`'s `X: [n]`) are the
+            // stored inputs' (a user's build script gives its own the same way).
+            for (input, dims) in stored_input_shapes(&dir) {
+                builder = builder.input_shape(&input, &dims);
+            }
             cases.push((suite.to_string(), case, name, dir));
         }
     }
@@ -103,6 +108,28 @@ fn case_dirs(suite: &Path) -> Vec<(String, PathBuf)> {
                 .into_owned();
             (case, d)
         })
+        .collect()
+}
+
+/// Each graph input of the case in `dir` with the shape of its stored data (`input_<k>` is the
+/// model's `k`th input that is no initializer); nothing when the case has no data.
+fn stored_input_shapes(dir: &Path) -> Vec<(String, Vec<usize>)> {
+    let (Ok(model), Ok(io)) = (
+        std::fs::read(dir.join("model.onnx")),
+        std::fs::read(dir.join("io.safetensors")),
+    ) else {
+        return Vec::new();
+    };
+    let (Ok(names), Ok(st)) = (
+        kiln_dsl::front::onnx::input_names(&model),
+        safetensors::SafeTensors::deserialize(&io),
+    ) else {
+        return Vec::new();
+    };
+    names
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, n)| Some((n, st.tensor(&format!("input_{k}")).ok()?.shape().to_vec())))
         .collect()
 }
 
