@@ -512,6 +512,22 @@ impl<'e> Importer<'_, 'e> {
                 return;
             }
         };
+        let max = crate::infer::MAX_SEQ_LEN;
+        // A sequence's length first, so that a missing length and missing sizes are two errors.
+        let seq_len = match (decl.seq, self.opts.seq_lens.get(&name)) {
+            (false, _) => None,
+            (true, Some(&len)) if (1..=max).contains(&len) => Some(len),
+            (true, Some(&len)) => {
+                let msg = format!("a sequence input has 1 to {max} elements, not {len}");
+                self.errors.push(at, msg);
+                None
+            }
+            (true, None) => {
+                self.errors.push(at, format!("a sequence input: ONNX does not say how many elements it has; give the number with `Builder::seq_input(\"{name}\", n)`"));
+                None
+            }
+        };
+        let its = if decl.seq { "its elements'" } else { "its" };
         let dims = match (self.opts.input_shapes.get(&name), &decl.dims) {
             (Some(given), stated) => {
                 let agrees = stated.as_ref().is_none_or(|s| {
@@ -535,22 +551,23 @@ impl<'e> Importer<'_, 'e> {
             }
             (None, stated) => {
                 let what = match stated {
-                    Some(s) => format!("its sizes {} are not all known", show_dims(s)),
-                    None => "it has no shape".to_string(),
+                    Some(s) => format!("{its} sizes {} are not all known", show_dims(s)),
+                    None => format!("{its} shape is not given"),
                 };
                 self.errors.push(at, format!("{what}; kiln compiles for known sizes: give them with `Builder::input_shape(\"{name}\", &[...])` (or set them with onnx.tools.update_model_dims)"));
                 return;
             }
         };
         if dims.len() > crate::ir::MAX_RANK {
-            self.errors.push(
-                at,
-                format!(
-                    "rank {} is above kiln's {}",
-                    dims.len(),
-                    crate::ir::MAX_RANK
-                ),
+            let msg = format!(
+                "rank {} is above kiln's {}",
+                dims.len(),
+                crate::ir::MAX_RANK
             );
+            self.errors.push(at, msg);
+            return;
+        }
+        if decl.seq && seq_len.is_none() {
             return;
         }
         let ty = TensorType {
@@ -560,26 +577,11 @@ impl<'e> Importer<'_, 'e> {
         };
         let id = ident_of(&name, &self.input_idents);
         self.input_idents.push(id);
-        if decl.seq {
-            let Some(&len) = self.opts.seq_lens.get(&name) else {
-                self.errors.push(at, format!("a sequence input: ONNX does not say how many elements it has; give the number with `Builder::seq_input(\"{name}\", n)`"));
-                return;
-            };
-            if len == 0 || len > crate::infer::MAX_SEQ_LEN {
-                self.errors.push(
-                    at,
-                    format!(
-                        "a sequence input has 1 to {} elements, not {len}",
-                        crate::infer::MAX_SEQ_LEN
-                    ),
-                );
-                return;
-            }
-            self.input_seq_lens.push(Some(len));
+        self.input_seq_lens.push(seq_len);
+        if let Some(len) = seq_len {
             self.seq_input(&name, ty, len, at);
             return;
         }
-        self.input_seq_lens.push(None);
         let i = self.graph.inputs.len();
         let v = self.graph.add_value(Producer::Input(i), at);
         self.graph.values[v.index()].name = Some(name.clone());
