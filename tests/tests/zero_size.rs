@@ -20,6 +20,30 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// Sequences of empty pieces: `split_to_seq` of a `[2, 0]` tensor along its empty axis (no
+    /// pieces) and along the other (two empty pieces, copied by no kernel), and a run-time `at`.
+    pub net EmptyPieces(x: tensor<f32[2,0]>, pos: tensor<i64[]>)
+        -> (tensor<i64[]>, tensor<i64[]>, tensor<f32[1,0]>, tensor<f32[2,0]>)
+    {
+        let none = split_to_seq(x, axis = 1);
+        let two = split_to_seq(x, axis = 0);
+        (len(none), len(two), at(two, pos), concat_from_seq(two, axis = 0))
+    }
+}
+
+#[test]
+fn sequences_of_empty_pieces() {
+    let mut m = EmptyPieces::new();
+    let (n0, n2, e, c) = m.run(&[] as &[f32], &[-1i64]).unwrap();
+    assert_eq!((n0[..].to_vec(), n2[..].to_vec()), (vec![0], vec![2]));
+    assert_eq!((e.shape(), c.shape()), (&[1, 0][..], &[2, 0][..]));
+    assert!(matches!(
+        m.run(&[] as &[f32], &[2i64]),
+        Err(Error::SeqPosition { .. })
+    ));
+}
+
 fn y() -> Vec<f32> {
     (0..12).map(|i| i as f32 - 5.5).collect()
 }
