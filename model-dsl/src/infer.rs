@@ -294,9 +294,9 @@ impl Infer<'_, '_> {
     /// Zero-size tensors: an op whose result has no elements computes nothing (codegen emits
     /// no kernel call for it), so any rule that typed it is fine. An op that would compute a
     /// result *with* elements from an input without any (a reduction over an empty axis, a
-    /// product over an inner size of 0, a pad of nothing) is refused here, at the op, rather
-    /// than trusting each kernel with empty operands; only `concat` (which skips empty parts)
-    /// takes them.
+    /// product over an inner size of 0, a pad of nothing) is refused here, at the input: what
+    /// a maximum, mean or padding of no elements should give is not defined for kiln's ops
+    /// yet. Only `concat` (which skips empty parts) takes them.
     fn empty_ok(&mut self, op: &Op, results: &[Shape]) -> bool {
         let has_elements = |s: &Shape| !s.is_dynamic() && s.elements() > 0;
         // Views are not counted against the budget; an empty one could still have sizes
@@ -864,8 +864,9 @@ impl Infer<'_, '_> {
                 let a = self.axis(*axis, x, name, decl)?;
                 *axis = a as i64;
                 let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
-                if total != Some(x.dims[a]) || sizes.contains(&0) {
-                    self.error(decl, format!("split: sizes {sizes:?} must each be at least 1 and add up to {}, the size of {x} along axis {a}", x.dims[a]));
+                // A size of 0 is an empty result (ONNX allows it).
+                if total != Some(x.dims[a]) {
+                    self.error(decl, format!("split: sizes {sizes:?} must add up to {}, the size of {x} along axis {a}", x.dims[a]));
                     return None;
                 }
                 let outs: Vec<Shape> = sizes

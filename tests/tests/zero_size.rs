@@ -32,6 +32,28 @@ kiln::network! {
     }
 }
 
+kiln::network! {
+    /// Sizes of 0 in `split` and `split_to_seq` are empty results (ONNX allows them).
+    pub net ZeroParts(y: tensor<f32[3,4]>)
+        -> (tensor<f32[0,4]>, tensor<f32[3,4]>, tensor<i64[]>, tensor<f32[3,4]>)
+    {
+        let (a, b) = split(y, axis = 0, sizes = [0, 3]);
+        let s = split_to_seq(y, [1, 0, 2], axis = 0);
+        (a, b, len(s), concat_from_seq(s, axis = 0))
+    }
+}
+
+#[test]
+fn zero_sizes_in_splits() {
+    let y = y();
+    let mut m = ZeroParts::new();
+    let (a, b, n, c) = m.run(&y).unwrap();
+    assert_eq!((a.shape(), a.len()), (&[0, 4][..], 0));
+    assert_eq!(&b[..], &y[..]);
+    assert_eq!(n[..], [3]);
+    assert_eq!(&c[..], &y[..]);
+}
+
 #[test]
 fn sequences_of_empty_pieces() {
     let mut m = EmptyPieces::new();
