@@ -47,7 +47,8 @@ def copy_case(src, dst):
             except Exception:  # sequences are SequenceProto: no tensor data for them
                 tensors = None
                 break
-            tensors[f"{kind}_{k}"] = np.ascontiguousarray(a)
+            # np.ascontiguousarray would make a scalar 1-D; np.require keeps its rank.
+            tensors[f"{kind}_{k}"] = np.require(a, requirements="C")
             k += 1
         if tensors is None:
             break

@@ -42,6 +42,8 @@ pub struct Builder {
     quiet: bool,
     /// Whether ONNX weights are embedded (`new()`); see [`Builder::embed_weights`].
     no_embed: bool,
+    /// Per model (as `models`): what an ONNX file does not say about its inputs.
+    options: Vec<crate::front::onnx::Options>,
 }
 
 /// What happened to one model.
@@ -90,6 +92,27 @@ impl Builder {
     /// of an ONNX model is `name` in CamelCase).
     pub fn model_named(mut self, path: impl AsRef<Path>, name: impl Into<String>) -> Builder {
         self.models.push((path.as_ref().to_path_buf(), name.into()));
+        self.options.push(Default::default());
+        self
+    }
+
+    /// The sizes of input `input` of the ONNX model added last: for an input whose sizes the
+    /// file leaves symbolic (`dim_param`) or out, and for the elements of a sequence input.
+    /// Every size the file does state must agree (a compile error otherwise).
+    pub fn input_shape(mut self, input: &str, dims: &[usize]) -> Builder {
+        if let Some(o) = self.options.last_mut() {
+            o.input_shapes.insert(input.to_string(), dims.to_vec());
+        }
+        self
+    }
+
+    /// The number of elements of sequence input `input` of the ONNX model added last (ONNX
+    /// types say only the element type). The generated `run` takes it as one
+    /// `kiln::Seq<'_, T, len>`.
+    pub fn seq_input(mut self, input: &str, len: usize) -> Builder {
+        if let Some(o) = self.options.last_mut() {
+            o.seq_lens.insert(input.to_string(), len);
+        }
         self
     }
 
@@ -153,12 +176,20 @@ impl Builder {
         };
         self.models
             .iter()
-            .map(|(path, name)| {
+            .enumerate()
+            .map(|(k, (path, name))| {
                 let name = name.clone();
                 let mut inputs = vec![path.clone()];
+                let model = Model {
+                    path,
+                    name: &name,
+                    out: &out,
+                    embed: !self.no_embed,
+                    options: &self.options[k],
+                };
                 let result = std::fs::create_dir_all(&out)
                     .map_err(|e| format!("error: cannot create {}: {e}", out.display()))
-                    .and_then(|()| one_model(path, &name, &out, !self.no_embed, &mut inputs));
+                    .and_then(|()| one_model(&model, &mut inputs));
                 if !self.quiet {
                     for f in &inputs {
                         println!("cargo:rerun-if-changed={}", f.display());
@@ -188,20 +219,24 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("error: cannot write {}: {e}", path.display()))
 }
 
-/// Compiles one model into `out/<name>.rs`; `inputs` collects the files it read.
-fn one_model(
-    path: &Path,
-    name: &str,
-    out: &Path,
+/// One model to compile: its file, name, output directory and options.
+struct Model<'a> {
+    path: &'a Path,
+    name: &'a str,
+    out: &'a Path,
     embed: bool,
-    inputs: &mut Vec<PathBuf>,
-) -> Result<PathBuf, String> {
+    options: &'a crate::front::onnx::Options,
+}
+
+/// Compiles one model into `out/<name>.rs`; `inputs` collects the files it read.
+fn one_model(m: &Model<'_>, inputs: &mut Vec<PathBuf>) -> Result<PathBuf, String> {
+    let (path, name, out) = (m.path, m.name, m.out);
     let shown = path.display().to_string();
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let code = match ext {
         "kiln" => kiln_file(path, &shown, inputs)?,
         #[cfg(feature = "onnx")]
-        "onnx" => onnx_file(path, name, &shown, out, embed, inputs)?,
+        "onnx" => onnx_file(m, &shown, inputs)?,
         _ => {
             return Err(format!(
                 "error: {shown}: kiln compiles `.kiln` and `.onnx` files, not `.{ext}`"
@@ -286,19 +321,13 @@ fn render_spans(e: &syn::Error, path: &str, src: &str) -> String {
 }
 
 #[cfg(feature = "onnx")]
-fn onnx_file(
-    path: &Path,
-    name: &str,
-    shown: &str,
-    out: &Path,
-    embed: bool,
-    inputs: &mut Vec<PathBuf>,
-) -> Result<TokenStream, String> {
+fn onnx_file(m: &Model<'_>, shown: &str, inputs: &mut Vec<PathBuf>) -> Result<TokenStream, String> {
     use crate::front::onnx;
+    let (path, name, out, embed) = (m.path, m.name, m.out, m.embed);
     let bytes = std::fs::read(path).map_err(|e| format!("error: cannot read {shown}: {e}"))?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut errors = Errors::default();
-    let imported = onnx::import(&bytes, &dir, &mut errors);
+    let imported = onnx::import_with(&bytes, &dir, m.options, &mut errors);
     inputs.extend(imported.external_files.iter().cloned());
     let render = |errors: &Errors| {
         errors
@@ -332,7 +361,11 @@ fn onnx_file(
         inputs: imported
             .input_idents
             .iter()
-            .map(|s| Param::tensor(ident(s)))
+            .zip(&imported.input_seq_lens)
+            .map(|(s, &seq_len)| Param {
+                name: ident(s),
+                seq_len,
+            })
             .collect(),
     };
     Ok(crate::generate(&c, &sig))

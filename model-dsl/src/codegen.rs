@@ -275,6 +275,15 @@ impl Model<'_> {
         if op.kind.is_seq() {
             return self.seq_op(i);
         }
+        // Results without elements (zero-size tensors): nothing to compute. Inference refused
+        // every op that would compute elements from an empty input.
+        if op
+            .results
+            .iter()
+            .all(|&r| self.graph.shape(r).elements() == 0)
+        {
+            return TokenStream::new();
+        }
         if let OpKind::Split { axis, sizes } = &op.kind {
             return self.split(op, *axis as usize, sizes);
         }
@@ -466,7 +475,10 @@ impl Model<'_> {
                 let mut offset = 0usize;
                 let copies = op.args.iter().zip(&read_args).map(|(v, x)| {
                     let part = self.graph.shape(*v).dims[a] * inner;
-                    let t = quote! { #k::copy_into_axis(#outer, #part, #total, #offset, #x, out); };
+                    // An empty part (a zero-size tensor) copies nothing.
+                    let t = (part > 0).then(
+                        || quote! { #k::copy_into_axis(#outer, #part, #total, #offset, #x, out); },
+                    );
                     offset += part;
                     t
                 });
@@ -479,8 +491,9 @@ impl Model<'_> {
                 let mut offset = 0usize;
                 let copies = op.args.iter().zip(&read_args).map(|(a, x)| {
                     let c = self.graph.shape(*a).channels();
-                    let t =
-                        quote! { (__k.copy_into_channels)(#n, #c, #sp, #x, #c_dst, #offset, out); };
+                    let t = (c > 0).then(
+                        || quote! { (__k.copy_into_channels)(#n, #c, #sp, #x, #c_dst, #offset, out); },
+                    );
                     offset += c;
                     t
                 });

@@ -20,6 +20,7 @@ use crate::ir::{
 };
 
 mod seq;
+pub use seq::MAX_SEQ_LEN;
 
 /// The most bytes a network's tensors may take all together: inputs, every op's result and
 /// scratch, and the parameters, each rounded up to the planner's 64-byte alignment as if nothing
@@ -85,8 +86,10 @@ pub fn infer(g: &Graph, binding: &[usize], errors: &mut Errors) -> Option<Graph>
             continue;
         }
         let (kind, shapes) = match cx.op(op) {
-            Some((kind, shapes)) => (kind, shapes.into_iter().map(Some).collect()),
-            None => (op.kind.clone(), vec![None; op.results.len()]),
+            Some((kind, shapes)) if cx.empty_ok(op, &shapes) => {
+                (kind, shapes.into_iter().map(Some).collect())
+            }
+            _ => (op.kind.clone(), vec![None; op.results.len()]),
         };
         for (r, s) in op.results.iter().zip(shapes) {
             cx.types[r.index()] = s;
@@ -287,6 +290,42 @@ impl Infer<'_, '_> {
                 None
             }
         }
+    }
+
+    /// Zero-size tensors: an op whose result has no elements computes nothing (codegen emits
+    /// no kernel call for it), so any rule that typed it is fine. An op that would compute a
+    /// result *with* elements from an input without any (a reduction over an empty axis, a
+    /// product over an inner size of 0, a pad of nothing) is refused here, at the input: what
+    /// a maximum, mean or padding of no elements should give is not defined for kiln's ops
+    /// yet. Only `concat` (which skips empty parts) takes them.
+    fn empty_ok(&mut self, op: &Op, results: &[Shape]) -> bool {
+        let has_elements = |s: &Shape| !s.is_dynamic() && s.elements() > 0;
+        // Views are not counted against the budget; an empty one could still have sizes
+        // whose products overflow (`reshape` of `[0, 4]` to `[0, 2^62]`).
+        if let Some(s) = results.iter().find(|s| reserved_bytes(s).is_none()) {
+            let name = op.kind.name();
+            self.error(op.loc, format!("{name}: the result {s} is too large: a tensor may take at most {MAX_BYTES} bytes"));
+            return false;
+        }
+        if matches!(op.kind, OpKind::Concat { .. }) || !results.iter().any(has_elements) {
+            return true;
+        }
+        let empty = op.args.iter().enumerate().find_map(|(i, &a)| {
+            let s = self.types[a.index()].as_ref()?;
+            (self.seqs[a.index()].is_none() && !s.is_dynamic() && s.elements() == 0)
+                .then(|| (i, s.clone()))
+        });
+        let Some((i, s)) = empty else {
+            return true;
+        };
+        let name = op.kind.name();
+        let out = results
+            .iter()
+            .find(|s| has_elements(s))
+            .cloned()
+            .unwrap_or(s.clone());
+        self.error(op.arg_loc(i), format!("{name}: {s} has no elements, but the result {out} would have some; kiln runs {name} on an empty tensor only when its result is empty too"));
+        false
     }
 
     fn shape(&self, v: ValueId) -> Option<&Shape> {
@@ -826,8 +865,9 @@ impl Infer<'_, '_> {
                 let a = self.axis(*axis, x, name, decl)?;
                 *axis = a as i64;
                 let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
-                if total != Some(x.dims[a]) || sizes.contains(&0) {
-                    self.error(decl, format!("split: sizes {sizes:?} must each be at least 1 and add up to {}, the size of {x} along axis {a}", x.dims[a]));
+                // A size of 0 is an empty result (ONNX allows it).
+                if total != Some(x.dims[a]) {
+                    self.error(decl, format!("split: sizes {sizes:?} must add up to {}, the size of {x} along axis {a}", x.dims[a]));
                     return None;
                 }
                 let outs: Vec<Shape> = sizes
@@ -943,7 +983,9 @@ impl Infer<'_, '_> {
             }
             OpKind::Reshape(ReshapeTo::Flatten) => {
                 // A view of the input's bytes: nothing new to count against `MAX_BYTES`.
-                return Some((kind, vec![Shape::vec(x.batch(), x.elements() / x.batch())]));
+                // `[N, rest]`; with N = 0 the rest is still the product of the other sizes.
+                let rest = x.dims.iter().skip(1).product();
+                return Some((kind, vec![Shape::vec(x.batch(), rest)]));
             }
             OpKind::Reshape(ReshapeTo::Dims(dims)) if x.is_dynamic() => {
                 let known = dims
@@ -1491,6 +1533,14 @@ fn slice_axis(start: i64, end: i64, step: i64, dim: i64) -> (i64, usize) {
 /// Bytes the planner reserves for a tensor: its data rounded up to the 64-byte alignment (at
 /// least 64). `None` if that does not fit in `usize`.
 fn reserved_bytes(shape: &Shape) -> Option<usize> {
+    // A zero-size tensor holds nothing, but later passes still multiply its other sizes
+    // (`outer`, `inner`, strides): they must fit the budget as if the 0 were a 1.
+    shape
+        .dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d.max(1)))?
+        .checked_mul(shape.dtype.size())
+        .filter(|&b| b <= MAX_BYTES)?;
     let elements = shape
         .dims
         .iter()

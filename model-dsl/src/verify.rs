@@ -1216,4 +1216,39 @@ mod tests {
         bad.values[2].kind = ValueKind::Seq { members: vec![3] };
         expect_err(&bad, &make_plan(&bad), "not an earlier value");
     }
+
+    /// Zero-size tensors: a 0-byte value (and a 0-byte alias of it, and a 0-byte member at the
+    /// very end of a buffer) is planned like any other, with an address of its own that nothing
+    /// live at the same time may take.
+    #[test]
+    fn zero_byte_values_have_an_address() {
+        let mut y = v("%4 y", 256, 0, &[], own(&[]));
+        y.is_output = true;
+        let p = Problem {
+            steps: 2,
+            values: vec![
+                v("%0 x", 256, 0, &[0], ValueKind::External),
+                v("%1 e", 0, 0, &[1], own(&[])),
+                v("%2 r", 0, 0, &[1], ValueKind::Alias { of: 1 }),
+                y,
+                v("%3 m", 0, 0, &[1], ValueKind::Member { of: 3, offset: 256 }),
+            ],
+            scratch: vec![],
+        };
+        let plan = make_plan(&p);
+        verify(&p, &plan).unwrap();
+        let mut copy = plan.clone();
+        let (e, y) = (
+            arena_mut(&mut copy, 1).clone(),
+            arena_mut(&mut copy, 3).clone(),
+        );
+        assert_eq!(e.bytes, 0, "{}", plan.render(&p));
+        assert_ne!(e.offset, y.offset, "{}", plan.render(&p));
+        // e (and its alias) moved into y's bytes while both are live at step 1: an empty
+        // value still may not sit inside another live one.
+        let mut bad = plan.clone();
+        arena_mut(&mut bad, 1).offset = y.offset;
+        arena_mut(&mut bad, 2).offset = y.offset;
+        expect_err(&p, &bad, "share bytes");
+    }
 }

@@ -219,3 +219,150 @@ fn onnx_model_compiles_with_its_weights_beside_it() {
     let weights = Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-tiny/kiln/tiny.safetensors");
     assert!(weights.is_file());
 }
+
+/// Writes an ONNX model with these inputs and outputs (opset 13).
+fn onnx_model(
+    name: &str,
+    inputs: Vec<pb::ValueInfoProto>,
+    nodes: Vec<pb::NodeProto>,
+    inits: Vec<pb::TensorProto>,
+    outputs: Vec<pb::ValueInfoProto>,
+) -> PathBuf {
+    let model = pb::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(pb::GraphProto {
+            name: Some(name.into()),
+            node: nodes,
+            initializer: inits,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let dir = out_dir(&format!("{name}-src"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.onnx"));
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+fn int64(name: &str, v: i64) -> pb::TensorProto {
+    pb::TensorProto {
+        name: Some(name.into()),
+        data_type: Some(7),
+        int64_data: vec![v],
+        ..Default::default()
+    }
+}
+
+/// A sequence-of-tensors value with element sizes `dims` (`None` leaves the shape out).
+fn seq_value(name: &str, dims: Option<&[i64]>) -> pb::ValueInfoProto {
+    let mut elem = value("e", dims.unwrap_or(&[])).r#type.unwrap();
+    if dims.is_none() {
+        if let Some(pb::type_proto::Value::TensorType(t)) = &mut elem.value {
+            t.shape = None;
+        }
+    }
+    pb::ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::SequenceType(Box::new(
+                pb::type_proto::Sequence {
+                    elem_type: Some(Box::new(elem)),
+                },
+            ))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A position given as an initializer is checked at compile time; the error names the node.
+#[test]
+fn onnx_sequence_position_out_of_range_names_the_node() {
+    let nodes = vec![
+        node("make", "SequenceConstruct", &["x", "x"], &["s"]),
+        node("pick", "SequenceAt", &["s", "p"], &["y"]),
+    ];
+    let path = onnx_model(
+        "seqpos",
+        vec![value("x", &[2, 3])],
+        nodes,
+        vec![int64("p", -3)],
+        vec![value("y", &[2, 3])],
+    );
+    let err = build_one(&path, "seqpos").unwrap_err();
+    let shown = path.display().to_string();
+    assert_eq!(
+        err,
+        format!("error: {shown}: node \"pick\" (SequenceAt, #1): at: position -3 is out of range for `s`, a sequence of 2 elements (valid positions: -2 to 1)\n")
+    );
+}
+
+/// ONNX never says how long an input sequence is, nor sizes it leaves symbolic: without the
+/// builder's `seq_input`/`input_shape` each is an error saying what to give; with them the
+/// model compiles, and `run` takes a `kiln::Seq` of that length.
+#[test]
+fn onnx_sequence_inputs_take_their_length_from_the_builder() {
+    let mut sym = value("x", &[1, 3]);
+    if let Some(pb::type_proto::Value::TensorType(t)) = &mut sym.r#type.as_mut().unwrap().value {
+        t.shape.as_mut().unwrap().dim[0].value = Some(
+            pb::tensor_shape_proto::dimension::Value::DimParam("n".into()),
+        );
+    }
+    let mut n = value("n", &[]);
+    if let Some(pb::type_proto::Value::TensorType(t)) = &mut n.r#type.as_mut().unwrap().value {
+        t.elem_type = Some(7);
+    }
+    let nodes = vec![
+        node("add", "SequenceInsert", &["s", "x"], &["t"]),
+        node("len", "SequenceLength", &["t"], &["n"]),
+    ];
+    let path = onnx_model(
+        "seqin",
+        vec![seq_value("s", None), sym],
+        nodes,
+        vec![],
+        vec![seq_value("t", Some(&[2, 3])), n],
+    );
+    let shown = path.display().to_string();
+    let err = build_one(&path, "seqin").unwrap_err();
+    assert_eq!(
+        err,
+        format!(
+            "error: {shown}: input \"s\": a sequence input: ONNX does not say how many elements it has; give the number with `Builder::seq_input(\"s\", n)`
+error: {shown}: input \"s\": its elements' shape is not given; kiln compiles for known sizes: give them with `Builder::input_shape(\"s\", &[...])` (or set them with onnx.tools.update_model_dims)
+error: {shown}: input \"x\": its sizes [?, 3] are not all known; kiln compiles for known sizes: give them with `Builder::input_shape(\"x\", &[...])` (or set them with onnx.tools.update_model_dims)
+"
+        )
+    );
+    let compile = |x: &[usize]| {
+        Builder::new()
+            .quiet()
+            .out_dir(out_dir("seqin"))
+            .model(&path)
+            .seq_input("s", 2)
+            .input_shape("s", &[2, 3])
+            .input_shape("x", x)
+            .compile_each()
+            .pop()
+            .unwrap()
+            .result
+            .map(|p| std::fs::read_to_string(p).unwrap())
+    };
+    let text = compile(&[2, 3]).unwrap();
+    assert!(text.contains("Seq"), "{text}");
+    // A size the model states must agree with the builder's.
+    let err = compile(&[2, 4]).unwrap_err();
+    assert!(
+        err.contains(
+            "input \"x\": the builder gives the sizes [2, 4] but the model declares [?, 3]"
+        ),
+        "{err}"
+    );
+}

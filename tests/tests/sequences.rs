@@ -99,10 +99,16 @@ kiln::network! {
 }
 
 kiln::network! {
-    /// test_sequence_model8: the length of a split whose sizes are given at run time. ONNX's
-    /// stored case splits an empty `X` (`[0]`), which kiln cannot declare (sizes are at least
-    /// 1), so `X` has 6 elements here; the length does not depend on them.
-    pub net Model8(x: tensor<f32[6]>, splits: tensor<i64[3]>) -> tensor<i64[]> {
+    /// test_sequence_model8: the length of a split whose sizes are given at run time, on ONNX's
+    /// stored empty `X` (`[0]`, three pieces of size 0).
+    pub net Model8(x: tensor<f32[0]>, splits: tensor<i64[3]>) -> tensor<i64[]> {
+        len(split_to_seq(x, splits))
+    }
+}
+
+kiln::network! {
+    /// Model 8's graph on a non-empty `X`: the length does not depend on the sizes.
+    pub net Model8Six(x: tensor<f32[6]>, splits: tensor<i64[3]>) -> tensor<i64[]> {
         len(split_to_seq(x, splits))
     }
 }
@@ -233,8 +239,20 @@ fn model8_matches_onnx() {
         (&[0i64, 0, 0][..], &[3][..])
     );
     let want = i64s(8, "len");
-    let x = [1.0f32; 6];
+    // ONNX's own case: the stored empty `X` and sizes [0, 0, 0].
+    let (x0, x_shape) = f32s(8, "X");
+    assert_eq!((x0.len(), x_shape.as_slice()), (0, &[0][..]));
     let mut m = Model8::new();
+    assert_eq!(m.run(&x0, &splits).unwrap()[..], [want]);
+    assert_eq!(m.run(&x0, &splits).unwrap().shape(), &[] as &[usize]);
+    // Sizes that do not add up to 0, and an X that is not empty, are errors.
+    assert!(matches!(
+        m.run(&x0, &[1i64, 0, -1]),
+        Err(Error::SplitSizes { dim: 0, .. })
+    ));
+    assert!(m.run(&[1.0f32], &splits).is_err());
+    let x = [1.0f32; 6];
+    let mut m = Model8Six::new();
     assert_eq!(m.run(&x, &[1i64, 2, 3]).unwrap()[..], [want]);
     assert_eq!(m.run(&x, &[6i64, 0, 0]).unwrap()[..], [want]);
     // Sizes that do not add up to the axis (ONNX's own [0, 0, 0] here, with 6 elements) or are

@@ -390,7 +390,10 @@ impl Builder<'_> {
             (TypeKind::Tensor, _) => return self.tensor_type(ty, dtype),
         };
         if let Some(zero) = nums.iter().find(|n| n.value == 0) {
-            self.error(zero.span, "sizes must be at least 1");
+            self.error(
+                zero.span,
+                "sizes must be at least 1 (an empty tensor is a `tensor<f32[0, ...]>`)",
+            );
             return None;
         }
         Some(TensorType {
@@ -463,10 +466,8 @@ impl Builder<'_> {
         let mut dims = Vec::new();
         for d in &ty.dims {
             dims.push(match d {
-                SizeExpr::Num(n) if n.value == 0 => {
-                    self.error(n.span, "sizes must be at least 1");
-                    return None;
-                }
+                // A size may be 0 (an empty tensor, as ONNX allows): inference refuses the ops
+                // that would have to compute something from no elements.
                 SizeExpr::Num(n) => Dim::Known(n.value),
                 SizeExpr::Sym(sym) => {
                     let name = sym.to_string();

@@ -21,6 +21,8 @@ use prost::Message;
 
 use super::onnx_proto as pb;
 use crate::diag::{Errors, Loc};
+
+mod seq;
 use crate::ir::{
     Act, BinOp, CmpOp, DType, Dim, Graph, Input, Kind, MathOp, OpKind, Output, Padding, PoolKind,
     Producer, ReduceKind, ReshapeTo, Shape, TensorType, ValueId,
@@ -116,6 +118,9 @@ pub struct Imported {
     pub weights: Vec<Weight>,
     /// A Rust identifier per input, from the ONNX input names.
     pub input_idents: Vec<String>,
+    /// Per input (as `input_idents`): `Some(n)` for a sequence of `n` elements (the `run`
+    /// parameter is a `kiln::Seq`; the graph has `n` inputs for it).
+    pub input_seq_lens: Vec<Option<usize>>,
     /// The external-data files read (for `cargo:rerun-if-changed`).
     pub external_files: Vec<std::path::PathBuf>,
 }
@@ -134,7 +139,37 @@ impl Imported {
 /// (`None` only when the bytes are not an ONNX model at all: then the message is at `Loc(0)`,
 /// which describes the model).
 pub fn import(bytes: &[u8], dir: &Path, errors: &mut Errors) -> Imported {
+    import_with(bytes, dir, &Options::default(), errors)
+}
+
+/// What the model file does not say and the caller does (the build driver's
+/// [`crate::Builder::input_shape`] and [`crate::Builder::seq_input`]).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The sizes of graph inputs, by ONNX name: needed for sizes the model leaves symbolic
+    /// (`dim_param`) or out; every size the model does state must agree. For a sequence input,
+    /// the sizes of each of its elements.
+    pub input_shapes: HashMap<String, Vec<usize>>,
+    /// How many elements each sequence-typed input has, by name (ONNX never says).
+    pub seq_lens: HashMap<String, usize>,
+}
+
+/// The names of a model's graph inputs that are not initializers, in order (what a build
+/// script gives [`Options`] for), or why the bytes are not a model.
+pub fn input_names(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let model = pb::ModelProto::decode(bytes).map_err(|e| format!("not an ONNX model: {e}"))?;
+    let g = model.graph.unwrap_or_default();
+    Ok(g.input
+        .iter()
+        .filter(|vi| !g.initializer.iter().any(|t| t.name() == vi.name()))
+        .map(|vi| vi.name().to_string())
+        .collect())
+}
+
+/// As [`import`], with what the model does not say given by `opts`.
+pub fn import_with(bytes: &[u8], dir: &Path, opts: &Options, errors: &mut Errors) -> Imported {
     let mut cx = Importer {
+        opts,
         graph: Graph {
             bindings: vec![Vec::new()],
             ..Graph::default()
@@ -148,6 +183,7 @@ pub fn import(bytes: &[u8], dir: &Path, errors: &mut Errors) -> Imported {
         typed: Vec::new(),
         materialized: HashMap::new(),
         input_idents: Vec::new(),
+        input_seq_lens: Vec::new(),
         external_files: std::cell::RefCell::new(Vec::new()),
     };
     match pb::ModelProto::decode(bytes) {
@@ -159,8 +195,54 @@ pub fn import(bytes: &[u8], dir: &Path, errors: &mut Errors) -> Imported {
         locs: cx.locs,
         weights: cx.weights,
         input_idents: cx.input_idents,
+        input_seq_lens: cx.input_seq_lens,
         external_files: cx.external_files.into_inner(),
     }
+}
+
+/// A graph input's or output's declared type: the element dtype, the sizes (`None` when the
+/// shape is absent; a size is `None` when symbolic or missing) and whether it is a sequence
+/// (then these are its elements').
+struct Declared {
+    dtype: DType,
+    dims: Option<Vec<Option<usize>>>,
+    seq: bool,
+}
+
+fn declared(vi: &pb::ValueInfoProto) -> R<Declared> {
+    use pb::type_proto::Value;
+    let (t, seq) = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(Value::TensorType(t)) => (t, false),
+        Some(Value::SequenceType(s)) => match s.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(Value::TensorType(t)) => (t, true),
+            _ => return Err("only sequences of tensors are supported".into()),
+        },
+        _ => return Err("only tensors and sequences of tensors are supported as inputs and outputs (maps and optionals are not)".into()),
+    };
+    let dtype = dtype_of(t.elem_type())
+        .ok_or_else(|| format!("element type {} is not supported", elem_name(t.elem_type())))?;
+    let dims = t.shape.as_ref().map(|shape| {
+        shape
+            .dim
+            .iter()
+            .map(|d| match d.value {
+                Some(pb::tensor_shape_proto::dimension::Value::DimValue(n)) => {
+                    usize::try_from(n).ok()
+                }
+                _ => None,
+            })
+            .collect()
+    });
+    Ok(Declared { dtype, dims, seq })
+}
+
+/// `[2, n, 4]`-style sizes for messages (`?` for an unknown one).
+fn show_dims(d: &[Option<usize>]) -> String {
+    let s: Vec<String> = d
+        .iter()
+        .map(|d| d.map_or("?".to_string(), |n| n.to_string()))
+        .collect();
+    format!("[{}]", s.join(", "))
 }
 
 /// A tensor known at compile time. Integers (and bools) are kept as `i64`, floats as `f32`.
@@ -233,6 +315,7 @@ enum V {
 type R<T> = Result<T, String>;
 
 struct Importer<'a, 'e> {
+    opts: &'a Options,
     graph: Graph,
     locs: Vec<String>,
     weights: Vec<Weight>,
@@ -245,6 +328,8 @@ struct Importer<'a, 'e> {
     /// Constants already turned into graph values, by name.
     materialized: HashMap<String, ValueId>,
     input_idents: Vec<String>,
+    /// Per entry of `input_idents`: `Some(n)` for a sequence input of `n` elements.
+    input_seq_lens: Vec<Option<usize>>,
     external_files: std::cell::RefCell<Vec<std::path::PathBuf>>,
 }
 
@@ -334,7 +419,7 @@ impl<'e> Importer<'_, 'e> {
         let mut bad = false;
         for (k, node) in g.node.iter().enumerate() {
             let known = (node.domain().is_empty() || node.domain() == "ai.onnx")
-                && SUPPORTED.contains(&node.op_type());
+                && (SUPPORTED.contains(&node.op_type()) || seq::OPS.contains(&node.op_type()));
             if !known {
                 let at = self.node_loc(node, k);
                 let domain = if node.domain().is_empty() {
@@ -418,68 +503,95 @@ impl<'e> Importer<'_, 'e> {
     }
 
     fn input(&mut self, vi: &pb::ValueInfoProto) {
-        let at = self.loc(format!("input \"{}\"", vi.name()));
-        let ty = match self.value_type(vi) {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                self.errors.push(at, "the input has no shape; kiln compiles models whose input shapes are known (set them with onnx.tools.update_model_dims)");
-                return;
-            }
+        let name = vi.name().to_string();
+        let at = self.loc(format!("input \"{name}\""));
+        let decl = match declared(vi) {
+            Ok(d) => d,
             Err(e) => {
                 self.errors.push(at, e);
                 return;
             }
         };
+        let max = crate::infer::MAX_SEQ_LEN;
+        // A sequence's length first, so that a missing length and missing sizes are two errors.
+        let seq_len = match (decl.seq, self.opts.seq_lens.get(&name)) {
+            (false, _) => None,
+            (true, Some(&len)) if (1..=max).contains(&len) => Some(len),
+            (true, Some(&len)) => {
+                let msg = format!("a sequence input has 1 to {max} elements, not {len}");
+                self.errors.push(at, msg);
+                None
+            }
+            (true, None) => {
+                self.errors.push(at, format!("a sequence input: ONNX does not say how many elements it has; give the number with `Builder::seq_input(\"{name}\", n)`"));
+                None
+            }
+        };
+        let its = if decl.seq { "its elements'" } else { "its" };
+        let dims = match (self.opts.input_shapes.get(&name), &decl.dims) {
+            (Some(given), stated) => {
+                let agrees = stated.as_ref().is_none_or(|s| {
+                    s.len() == given.len()
+                        && s.iter().zip(given).all(|(s, g)| s.is_none_or(|s| s == *g))
+                });
+                if !agrees {
+                    let stated = stated.as_ref().map(|s| show_dims(s)).unwrap_or_default();
+                    self.errors.push(
+                        at,
+                        format!(
+                            "the builder gives the sizes {given:?} but the model declares {stated}"
+                        ),
+                    );
+                    return;
+                }
+                given.clone()
+            }
+            (None, Some(stated)) if stated.iter().all(Option::is_some) => {
+                stated.iter().map(|d| d.unwrap_or(0)).collect()
+            }
+            (None, stated) => {
+                let what = match stated {
+                    Some(s) => format!("{its} sizes {} are not all known", show_dims(s)),
+                    None => format!("{its} shape is not given"),
+                };
+                self.errors.push(at, format!("{what}; kiln compiles for known sizes: give them with `Builder::input_shape(\"{name}\", &[...])` (or set them with onnx.tools.update_model_dims)"));
+                return;
+            }
+        };
+        if dims.len() > crate::ir::MAX_RANK {
+            let msg = format!(
+                "rank {} is above kiln's {}",
+                dims.len(),
+                crate::ir::MAX_RANK
+            );
+            self.errors.push(at, msg);
+            return;
+        }
+        if decl.seq && seq_len.is_none() {
+            return;
+        }
+        let ty = TensorType {
+            dtype: decl.dtype,
+            dims: dims.into_iter().map(Dim::Known).collect(),
+            kind: Kind::Tensor,
+        };
+        let id = ident_of(&name, &self.input_idents);
+        self.input_idents.push(id);
+        self.input_seq_lens.push(seq_len);
+        if let Some(len) = seq_len {
+            self.seq_input(&name, ty, len, at);
+            return;
+        }
         let i = self.graph.inputs.len();
         let v = self.graph.add_value(Producer::Input(i), at);
-        self.graph.values[v.index()].name = Some(vi.name().to_string());
+        self.graph.values[v.index()].name = Some(name.clone());
         self.graph.inputs.push(Input {
-            name: vi.name().to_string(),
+            name: name.clone(),
             value: v,
             ty,
             loc: at,
         });
-        let id = ident_of(vi.name(), &self.input_idents);
-        self.input_idents.push(id);
-        self.env.insert(vi.name().to_string(), V::G(v));
-    }
-
-    /// The declared tensor type of a graph input or output; `None` when a size is missing or
-    /// symbolic.
-    fn value_type(&self, vi: &pb::ValueInfoProto) -> R<Option<TensorType>> {
-        use pb::type_proto::Value;
-        let Some(Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-            return Err("only tensors are supported as inputs and outputs (sequences, maps and optionals are not)".into());
-        };
-        let dtype = dtype_of(t.elem_type())
-            .ok_or_else(|| format!("element type {} is not supported", elem_name(t.elem_type())))?;
-        let Some(shape) = &t.shape else {
-            return Ok(None);
-        };
-        let mut dims = Vec::new();
-        for d in &shape.dim {
-            match d.value {
-                Some(pb::tensor_shape_proto::dimension::Value::DimValue(n)) if n > 0 => {
-                    dims.push(Dim::Known(n as usize))
-                }
-                Some(pb::tensor_shape_proto::dimension::Value::DimValue(0)) => {
-                    return Err("a size of 0 is not supported".into())
-                }
-                _ => return Ok(None),
-            }
-        }
-        if dims.len() > crate::ir::MAX_RANK {
-            return Err(format!(
-                "rank {} is above kiln's {}",
-                dims.len(),
-                crate::ir::MAX_RANK
-            ));
-        }
-        Ok(Some(TensorType {
-            dtype,
-            dims,
-            kind: Kind::Tensor,
-        }))
+        self.env.insert(name, V::G(v));
     }
 
     fn outputs(&mut self, g: &pb::GraphProto) {
@@ -498,16 +610,34 @@ impl<'e> Importer<'_, 'e> {
                     continue;
                 }
             };
-            match self.value_type(vi) {
-                Ok(Some(ty)) => self.graph.outputs.push(Output {
+            let decl = match declared(vi) {
+                Ok(d) => d,
+                Err(e) => {
+                    self.errors.push(at, e);
+                    continue;
+                }
+            };
+            let known = decl
+                .dims
+                .as_ref()
+                .filter(|d| decl.seq || d.iter().all(Option::is_some));
+            match known {
+                // A sequence's element sizes that differ or are not stated are `?`.
+                Some(dims) => self.graph.outputs.push(Output {
                     value: v,
-                    ty,
+                    ty: TensorType {
+                        dtype: decl.dtype,
+                        dims: dims
+                            .iter()
+                            .map(|d| d.map_or(Dim::Any, Dim::Known))
+                            .collect(),
+                        kind: Kind::Tensor,
+                    },
                     ty_loc: at,
-                    seq: false,
+                    seq: decl.seq,
                 }),
                 // No declared shape: the computed one is the output's type.
-                Ok(None) => pending.push((v, at)),
-                Err(e) => self.errors.push(at, e),
+                None => pending.push((v, at, decl.seq)),
             }
         }
         if pending.is_empty() || !self.errors.is_empty() {
@@ -524,17 +654,27 @@ impl<'e> Importer<'_, 'e> {
             return;
         };
         // Declared outputs first, in the model's order otherwise.
-        for (v, at) in pending {
+        for (v, at, seq) in pending {
             let s = typed.shape(v);
+            let dims = match typed.seq(v) {
+                // Inference says what the declaration does not (a wrong kind is its error).
+                Some(sv) if seq => sv
+                    .super_dims()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|d| d.map_or(Dim::Any, Dim::Known))
+                    .collect(),
+                _ => s.dims.iter().map(|&d| Dim::Known(d)).collect(),
+            };
             self.graph.outputs.push(Output {
                 value: v,
                 ty: TensorType {
                     dtype: s.dtype,
-                    dims: s.dims.iter().map(|&d| Dim::Known(d)).collect(),
+                    dims,
                     kind: Kind::Tensor,
                 },
                 ty_loc: at,
-                seq: false,
+                seq,
             });
         }
         let order: Vec<ValueId> = g
@@ -552,7 +692,6 @@ impl<'e> Importer<'_, 'e> {
                 .unwrap_or(usize::MAX)
         });
     }
-
     /// Decodes an initializer or an attribute's tensor, reading external data from `dir`.
     fn tensor(&self, t: &pb::TensorProto) -> R<Const> {
         let elem = t.data_type();
@@ -880,6 +1019,9 @@ impl<'e> Importer<'_, 'e> {
     /// One node: its outputs, in order.
     fn node(&mut self, node: &pb::NodeProto, at: Loc) -> R<Vec<V>> {
         let op = node.op_type();
+        if seq::OPS.contains(&op) {
+            return self.seq_node(node, at);
+        }
         let gv = |id: ValueId| vec![V::G(id)];
         // Arguments as graph values, for ops without compile-time folding.
         macro_rules! x {

@@ -206,8 +206,9 @@ impl Infer<'_, '_> {
                     SeqSplit::Run => unreachable!("`run_seq_op` types it"),
                 };
                 let total = sizes.iter().try_fold(0usize, |t, &s| t.checked_add(s));
-                if total != Some(d) || sizes.contains(&0) {
-                    self.error(decl, format!("split_to_seq: sizes {sizes:?} must each be at least 1 and add up to {d}, the size of {x} along axis {a}"));
+                // A size of 0 is an empty element (ONNX allows it).
+                if total != Some(d) {
+                    self.error(decl, format!("split_to_seq: sizes {sizes:?} must add up to {d}, the size of {x} along axis {a}"));
                     return None;
                 }
                 let outer: usize = x.dims[..a].iter().product();
