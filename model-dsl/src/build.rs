@@ -362,9 +362,12 @@ fn onnx_file(m: &Model<'_>, shown: &str, inputs: &mut Vec<PathBuf>) -> Result<To
             .input_idents
             .iter()
             .zip(&imported.input_seq_lens)
+            // ONNX types never give a sequence's length: `Builder::seq_input` fixes it, so an
+            // imported sequence input is never a run-time one.
             .map(|(s, &seq_len)| Param {
                 name: ident(s),
                 seq_len,
+                run_seq: false,
             })
             .collect(),
     };
