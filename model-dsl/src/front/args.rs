@@ -315,12 +315,20 @@ impl<'a> Args<'a> {
 fn allowed_named(op: &str) -> &'static [&'static str] {
     match op {
         "conv" | "conv2d" => &["stride", "pad", "dilation", "groups", "bias"],
+        "conv_transpose" => &[
+            "stride",
+            "pad",
+            "dilation",
+            "groups",
+            "bias",
+            "output_padding",
+        ],
         "dense" => &["bias"],
         "batch_norm" => &["eps"],
         "clip" => &["min", "max"],
         "leaky_relu" => &["alpha"],
-        "max_pool" => &["stride", "pad"],
-        "avg_pool" => &["stride", "pad", "count_include_pad"],
+        "max_pool" => &["stride", "pad", "dilation"],
+        "avg_pool" => &["stride", "pad", "dilation", "count_include_pad"],
         "pad" => &["value"],
         "concat" => &["axis"],
         "softmax" | "log_softmax" => &["axis"],

@@ -33,6 +33,7 @@ use crate::syntax::{
 pub const OPS: &[&str] = &[
     "conv",
     "conv2d",
+    "conv_transpose",
     "dense",
     "batch_norm",
     "relu",
@@ -762,7 +763,7 @@ impl Builder<'_> {
     fn op(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
         let arg1 = a.positional_spans().first().copied().unwrap_or(span);
         match name {
-            "conv" | "conv2d" => self.conv(name, span, a),
+            "conv" | "conv2d" | "conv_transpose" => self.conv(name, span, a),
             "dense" => self.dense(span, a),
             "batch_norm" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -848,6 +849,7 @@ impl Builder<'_> {
                     _ => v,
                 };
                 let stride = every(stride);
+                let dilation = a.sizes(self, "dilation", n)?.map(every).unwrap_or_default();
                 let kind = if name == "max_pool" {
                     PoolKind::Max
                 } else {
@@ -864,6 +866,7 @@ impl Builder<'_> {
                         kind,
                         kernel,
                         stride,
+                        dilation,
                         pad,
                         count_include_pad,
                     },
@@ -1181,8 +1184,9 @@ impl Builder<'_> {
         }
     }
 
-    /// `conv` (1-, 2- or 3-D, as many spatial dimensions as the kernel has sizes) and `conv2d`
-    /// (2-D; one kernel size means a square window).
+    /// `conv` (1-, 2- or 3-D, as many spatial dimensions as the kernel has sizes), `conv2d`
+    /// (2-D; one kernel size means a square window) and `conv_transpose` (as `conv`; weights
+    /// `[c_in, c_out / groups, k...]` in the file, PyTorch's `ConvTranspose` layout).
     fn conv(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
         let arg1 = a.positional_spans().first().copied().unwrap_or(span);
         let x = self.inputs::<1>(a, span)?[0];
@@ -1244,6 +1248,10 @@ impl Builder<'_> {
             None => vec![1; n],
         };
         let (stride, dilation) = (every(stride), every(dilation));
+        let output_padding = match a.sizes(self, "output_padding", Some(n))? {
+            Some(v) => every(Some(v)),
+            None => vec![0; n],
+        };
         if stride.contains(&0) || dilation.contains(&0) {
             self.error(
                 span,
@@ -1251,7 +1259,12 @@ impl Builder<'_> {
             );
             return None;
         }
-        let mut shape = vec![c_out.value, c_in.value / groups];
+        let transposed = name == "conv_transpose";
+        let mut shape = if transposed {
+            vec![c_in.value, c_out.value / groups]
+        } else {
+            vec![c_out.value, c_in.value / groups]
+        };
         shape.extend(&kernel);
         let w = self.param(pname, pty, "weight", shape)?;
         let mut args = vec![x, w];
@@ -1259,6 +1272,19 @@ impl Builder<'_> {
             args.push(self.param(pname, pty, "bias", vec![c_out.value])?);
         }
         let decl = self.spans.at(c_in.span);
+        if transposed {
+            let kind = OpKind::ConvTranspose {
+                c_in: c_in.value,
+                kernel,
+                stride,
+                dilation,
+                pad,
+                output_padding,
+                groups,
+                has_bias,
+            };
+            return self.add_op(kind, args, span, &[arg1], Some(decl));
+        }
         let kind = OpKind::Conv {
             c_in: c_in.value,
             kernel,

@@ -38,6 +38,7 @@ pub const SUPPORTED: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "DepthToSpace",
     "Div",
     "Dropout",
@@ -1152,6 +1153,7 @@ impl<'e> Importer<'_, 'e> {
                 gv(self.bin(BinOp::Add, r, s, at))
             }
             "Conv" => gv(self.conv(node, at)?),
+            "ConvTranspose" => gv(self.conv_transpose(node, at)?),
             "BatchNormalization" => {
                 if Self::attr_i(node, "training_mode", 0) != 0 {
                     return Err("training mode is not supported (inference only)".into());
@@ -1242,15 +1244,8 @@ impl<'e> Importer<'_, 'e> {
                     "kernel_shape",
                 )?;
                 let n = kernel.len();
-                if let Some(d) = Self::attr_ints(node, "dilations") {
-                    if d.iter().any(|&d| d != 1) {
-                        return Err(format!("pooling with dilations {d:?} is not supported"));
-                    }
-                }
-                let stride = match Self::attr_ints(node, "strides") {
-                    Some(s) => to_dims(&s, "strides")?,
-                    None => vec![1; n],
-                };
+                let stride = Self::per_dim(node, "strides", n)?;
+                let dilation = Self::per_dim(node, "dilations", n)?;
                 let pad = self.padding(node, n)?;
                 let kind = if op == "MaxPool" {
                     PoolKind::Max
@@ -1263,6 +1258,7 @@ impl<'e> Importer<'_, 'e> {
                         kind,
                         kernel,
                         stride,
+                        dilation,
                         pad,
                         count_include_pad,
                     },
@@ -1621,6 +1617,16 @@ impl<'e> Importer<'_, 'e> {
         }
     }
 
+    /// A window attribute with one size per spatial dimension (`strides`, `dilations`), 1s when
+    /// it is absent.
+    fn per_dim(node: &pb::NodeProto, name: &str, n: usize) -> R<Vec<usize>> {
+        match Self::attr_ints(node, name) {
+            Some(s) if s.len() == n => to_dims(&s, name),
+            Some(s) => Err(format!("{name} {s:?} needs {n} numbers")),
+            None => Ok(vec![1; n]),
+        }
+    }
+
     fn conv(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
         let v = self.need(node, 0)?;
         let x = self.g(&v, &Self::name_of(node, 0))?;
@@ -1640,14 +1646,8 @@ impl<'e> Importer<'_, 'e> {
                 "kernel_shape {kernel:?} differs from the weights' {wd:?}"
             ));
         }
-        let ones = |name| -> R<Vec<usize>> {
-            match Self::attr_ints(node, name) {
-                Some(s) if s.len() == n => to_dims(&s, name),
-                Some(s) => Err(format!("{name} {s:?} needs {n} numbers")),
-                None => Ok(vec![1; n]),
-            }
-        };
-        let (stride, dilation) = (ones("strides")?, ones("dilations")?);
+        let stride = Self::per_dim(node, "strides", n)?;
+        let dilation = Self::per_dim(node, "dilations", n)?;
         if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
             return Err("strides, dilations and kernel sizes must be at least 1".into());
         }
@@ -1673,6 +1673,113 @@ impl<'e> Importer<'_, 'e> {
                 has_bias,
                 bn: None,
                 act: Act::None,
+            },
+            args,
+            1,
+            at,
+            locs,
+            None,
+        )[0])
+    }
+
+    /// `ConvTranspose`: the weights are `[c_in, c_out / group, k...]`. An `output_shape` (or
+    /// `auto_pad` SAME_*, whose output is the input times the stride) becomes the `pads` that
+    /// give it, by ONNX's rule (the odd unit at the end for SAME_UPPER, at the start otherwise).
+    fn conv_transpose(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
+        let v = self.need(node, 0)?;
+        let x = self.g(&v, &Self::name_of(node, 0))?;
+        let (w, wd) = self.weight(node, 1, "the weights")?;
+        if !(3..=5).contains(&wd.len()) {
+            return Err(format!(
+                "weights of shape {wd:?}: kiln has 1-, 2- and 3-D transposed convolutions"
+            ));
+        }
+        let n = wd.len() - 2;
+        let kernel = match Self::attr_ints(node, "kernel_shape") {
+            Some(k) => to_dims(&k, "kernel_shape")?,
+            None => wd[2..].to_vec(),
+        };
+        if kernel != wd[2..] {
+            return Err(format!(
+                "kernel_shape {kernel:?} differs from the weights' {wd:?}"
+            ));
+        }
+        let stride = Self::per_dim(node, "strides", n)?;
+        let dilation = Self::per_dim(node, "dilations", n)?;
+        let output_padding = match Self::attr_ints(node, "output_padding") {
+            Some(_) => Self::per_dim(node, "output_padding", n)?,
+            None => vec![0; n],
+        };
+        if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
+            return Err("strides, dilations and kernel sizes must be at least 1".into());
+        }
+        let groups = usize::try_from(Self::attr_i(node, "group", 1))
+            .ok()
+            .filter(|&g| g >= 1 && wd[0] % g == 0)
+            .ok_or("group must be at least 1 and divide the input channels")?;
+        let auto_pad = Self::attr_s(node, "auto_pad");
+        let wanted = match (Self::attr_ints(node, "output_shape"), auto_pad.as_str()) {
+            (Some(s), _) => {
+                // Either the spatial sizes or the whole shape.
+                let s = to_dims(&s, "output_shape")?;
+                Some(s[s.len().saturating_sub(n)..].to_vec())
+            }
+            (None, "SAME_UPPER" | "SAME_LOWER") => {
+                let dims = self.shape_of(x)?.dims;
+                let sp = dims.get(2..).ok_or("the input has no spatial dimensions")?;
+                let prod = sp.iter().zip(&stride).map(|(&i, &s)| i.checked_mul(s));
+                Some(
+                    prod.collect::<Option<Vec<_>>>()
+                        .ok_or("the shape overflows")?,
+                )
+            }
+            _ => None,
+        };
+        let pad = match wanted {
+            Some(out) if out.len() == n => {
+                let dims = self.shape_of(x)?.dims;
+                let sp = dims.get(2..).filter(|s| s.len() == n).ok_or_else(|| {
+                    format!("the input {dims:?} does not have {n} spatial dimensions")
+                })?;
+                let mut pads = vec![0; 2 * n];
+                for d in 0..n {
+                    let full = sp[d]
+                        .checked_sub(1)
+                        .and_then(|v| v.checked_mul(stride[d]))
+                        .and_then(|v| v.checked_add((kernel[d] - 1).checked_mul(dilation[d])?))
+                        .and_then(|v| v.checked_add(1 + output_padding[d]))
+                        .ok_or("the output size overflows or the input is empty")?;
+                    let total = full.checked_sub(out[d]).ok_or_else(|| {
+                        format!("output_shape {out:?} is larger than the full result ({full} along dimension {d})")
+                    })?;
+                    let (small, large) = (total / 2, total - total / 2);
+                    (pads[d], pads[d + n]) = if auto_pad == "SAME_UPPER" {
+                        (small, large)
+                    } else {
+                        (large, small)
+                    };
+                }
+                Padding::Explicit(pads)
+            }
+            Some(out) => return Err(format!("output_shape {out:?} needs {n} sizes")),
+            None => self.padding(node, n)?,
+        };
+        let mut args = vec![x, w];
+        let has_bias = self.arg(node, 2)?.is_some();
+        if has_bias {
+            args.push(self.weight(node, 2, "the bias")?.0);
+        }
+        let locs = vec![at; args.len()];
+        Ok(self.graph.add_op(
+            OpKind::ConvTranspose {
+                c_in: wd[0],
+                kernel,
+                stride,
+                dilation,
+                pad,
+                output_padding,
+                groups,
+                has_bias,
             },
             args,
             1,
@@ -1872,6 +1979,7 @@ impl<'e> Importer<'_, 'e> {
                 kind: PoolKind::Avg,
                 kernel: vec![size, 1],
                 stride: vec![1, 1],
+                dilation: vec![1, 1],
                 pad: Padding::Explicit(vec![lo, 0, hi, 0]),
                 count_include_pad: true,
             },

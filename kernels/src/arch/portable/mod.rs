@@ -5,6 +5,7 @@
 
 pub(crate) mod conv; // `conv2d_with`, for ISAs that bring only a GEMM (32-bit arm).
 mod conv_nd;
+mod conv_transpose;
 mod copy;
 mod eltwise;
 pub(crate) mod epilogue; // With `gemm::dot`, for 32-bit arm's NEON `dense`.
@@ -18,6 +19,7 @@ mod shape;
 
 pub use conv::conv2d;
 pub use conv_nd::{avg_pool3d, conv3d, max_pool3d};
+pub use conv_transpose::conv_transpose;
 pub use copy::{copy_into_channels, pad2d};
 pub use eltwise::{binary, binary_inplace, unary, unary_inplace};
 pub use gemm::{dense, gemm};
