@@ -91,6 +91,7 @@ pub const SUPPORTED: &[&str] = &[
     "Sub",
     "Sum",
     "Tanh",
+    "Tile",
     "Transpose",
     "Unsqueeze",
 ];
@@ -1337,6 +1338,45 @@ impl<'e> Importer<'_, 'e> {
                     ids.push(self.g(v, &Self::name_of(node, i))?);
                 }
                 gv(self.op(OpKind::Concat { axis }, ids, at))
+            }
+            // Tile: the input concatenated with itself `r` times along each axis repeated `r`
+            // times (folded when the input is a constant); no kernel of its own.
+            "Tile" => {
+                let mut v = self.need(node, 0)?;
+                let reps = self
+                    .konst(node, 1, "the repeats")?
+                    .ok_or("the repeats must be a constant")?
+                    .as_ints();
+                let rank = self.dims_of(&v)?.len();
+                if reps.len() != rank {
+                    return Err(format!(
+                        "repeats {reps:?} need one number per axis of the rank-{rank} input"
+                    ));
+                }
+                // Each repeat is one argument of a concatenation: bounded, so a huge count is
+                // an error rather than a huge argument list.
+                if reps.iter().any(|&r| !(1..=1024).contains(&r)) {
+                    return Err(format!("repeats {reps:?} must be between 1 and 1024"));
+                }
+                let name = Self::name_of(node, 0);
+                for (axis, &r) in reps.iter().enumerate() {
+                    if r == 1 {
+                        continue;
+                    }
+                    let copies = vec![v.clone(); r as usize];
+                    v = match fold_concat(&copies, axis as i64) {
+                        Some(c) => V::C(Rc::new(c?)),
+                        None => {
+                            let x = self.g(&v, &name)?;
+                            V::G(self.op(
+                                OpKind::Concat { axis: axis as i64 },
+                                vec![x; copies.len()],
+                                at,
+                            ))
+                        }
+                    };
+                }
+                vec![v]
             }
             "Transpose" => {
                 let v = self.need(node, 0)?;
