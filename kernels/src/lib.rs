@@ -29,7 +29,7 @@
 //!   [`cast`] / [`cast_to_bool`], [`range`], [`nonzero_count`] + [`nonzero`].
 //! * **reduce** — [`reduce`] (sum, mean, max, min, product over a merged axis), [`unary_math`]
 //!   (`f32` sqrt, exp, log, erf, softplus, GELU, ...), rank-N broadcasting [`binary_nd`],
-//!   [`compare_nd`] (to `u8` bools) and [`where_nd`].
+//!   [`compare_nd`] (to `u8` bools), [`pow_nd`] and [`where_nd`].
 //! * **matmul** — [`matmul`] (numpy batch broadcasting, one call of the table's [`GemmFn`] per
 //!   batch element) and [`matmul_f64`].
 //! * **conv_nd** — [`conv3d`] (im2col + the table's GEMM, [`Conv3d::scratch_len`]),
@@ -64,8 +64,9 @@ pub use arch::portable::{
     cast_to_bool, compare_nd, conv2d, conv3d, conv_transpose, copy_from_axis, copy_into_axis,
     copy_into_channels, dense, expand, fold_batch_norm, gather, gemm, global_avg_pool, log_softmax,
     log_softmax_inplace, matmul, matmul_f64, max_pool2d, max_pool3d, nonzero, nonzero_count, pad2d,
-    pad_nd, range, reduce, scale_shift, scale_shift_inplace, slice, softmax, softmax_inplace,
-    transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd, GemmFn,
+    pad_nd, pow_nd, range, reduce, scale_shift, scale_shift_inplace, slice, softmax,
+    softmax_inplace, transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd,
+    GemmFn,
 };
 pub use dtype::{Element, GatherIndex, Num};
 pub use params::{

@@ -613,6 +613,11 @@ impl Model<'_> {
             OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range | OpKind::SplitDyn { .. } => {
                 unreachable!("`dyn_op` emits these")
             }
+            OpKind::Pow => {
+                let geom = self.binary_nd_geom(op);
+                let (a, b) = (&read_args[0], &read_args[1]);
+                quote! { #k::pow_nd(&#geom, #a, #b, out); }
+            }
             OpKind::Compare(cmp) => {
                 let cmp = cmp_tokens(*cmp);
                 let geom = self.binary_nd_geom(op);

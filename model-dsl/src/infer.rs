@@ -565,6 +565,24 @@ impl Infer<'_, '_> {
                 shape.dtype = crate::ir::DType::Bool;
                 shape
             }
+            OpKind::Pow => {
+                let y = &args[1];
+                if y.dtype != crate::ir::DType::F32 {
+                    self.error(
+                        op.arg_loc(1),
+                        format!("pow: the exponent is {y}; kiln computes pow in f32 (use `cast`)"),
+                    );
+                    return None;
+                }
+                let Some(shape) = self.broadcast_runs(x, y) else {
+                    self.error(
+                        op.loc,
+                        format!("pow: cannot broadcast {x} with {y}: each size must match or be 1"),
+                    );
+                    return None;
+                };
+                shape
+            }
             OpKind::Range => {
                 for (i, b) in args.iter().enumerate() {
                     let numeric = matches!(
@@ -1242,6 +1260,7 @@ impl Infer<'_, '_> {
             | OpKind::GlobalAvgPool
             | OpKind::Softmax { .. }
             | OpKind::Math(_)
+            | OpKind::Pow
             | OpKind::Pad { .. } => x.dtype == DType::F32,
             OpKind::MatMul => matches!(x.dtype, DType::F32 | DType::F64),
             OpKind::Binary(_) | OpKind::Reduce { .. } => {

@@ -335,7 +335,8 @@ fn allowed_named(op: &str) -> &'static [&'static str] {
         "reduce_sum" | "reduce_mean" | "reduce_max" => &["axes", "keepdims"],
         "split" => &["axis", "sizes"],
         "gather" => &["axis"],
-        "equal" | "less" | "greater" | "less_equal" | "greater_equal" | "nonzero" | "range" => &[],
+        "pow" | "equal" | "less" | "greater" | "less_equal" | "greater_equal" | "nonzero"
+        | "range" => &[],
         "slice" => &["starts", "ends", "axes", "steps"],
         "squeeze" | "unsqueeze" => &["axes"],
         _ => &[],

@@ -82,6 +82,7 @@ pub const OPS: &[&str] = &[
     "greater",
     "less_equal",
     "greater_equal",
+    "pow",
     "seq_empty",
     "seq_construct",
     "insert",
@@ -1036,6 +1037,11 @@ impl Builder<'_> {
             "nonzero" => {
                 let x = self.inputs::<1>(a, span)?[0];
                 self.add_op(OpKind::NonZero, vec![x], span, &[arg1], None)
+            }
+            "pow" => {
+                let [x, y] = self.operands(a, span)?;
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::Pow, vec![x, y], span, &spans, None)
             }
             "equal" | "less" | "greater" | "less_equal" | "greater_equal" => {
                 let [x, y] = self.operands(a, span)?;

@@ -72,6 +72,7 @@ pub const SUPPORTED: &[&str] = &[
     "NonZero",
     "PRelu",
     "Pad",
+    "Pow",
     "Reciprocal",
     "ReduceMax",
     "ReduceMean",
@@ -1043,6 +1044,10 @@ impl<'e> Importer<'_, 'e> {
                 };
                 let (a, b) = (x!(0), x!(1));
                 gv(self.op(OpKind::Compare(c), vec![a, b], at))
+            }
+            "Pow" => {
+                let (a, b) = (x!(0), x!(1));
+                gv(self.op(OpKind::Pow, vec![a, b], at))
             }
             "Relu" => {
                 let x = x!(0);

@@ -338,6 +338,8 @@ pub enum OpKind {
     Range,
     /// Elementwise comparison with broadcasting, giving `bool`.
     Compare(CmpOp),
+    /// `a^b` (ONNX `Pow`), `f32`, with numpy broadcasting at any rank.
+    Pow,
     /// Removes size-1 axes (all of them when `axes` is empty); inference makes it a reshape.
     Squeeze {
         axes: Vec<i64>,
@@ -547,6 +549,7 @@ impl OpKind {
             OpKind::Range => "range",
             OpKind::SplitDyn { .. } => "split",
             OpKind::Compare(c) => c.name(),
+            OpKind::Pow => "pow",
             OpKind::Gather { .. } => "gather",
             OpKind::Slice { .. } => "slice",
             OpKind::Squeeze { .. } => "squeeze",
@@ -595,7 +598,7 @@ impl OpKind {
             }
             OpKind::ConvTranspose { has_bias, .. } => 2 + usize::from(*has_bias),
             OpKind::BatchNorm { .. } => 5,
-            OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) => 2,
+            OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) | OpKind::Pow => 2,
             OpKind::SliceDyn { .. } | OpKind::Range => 3,
             OpKind::NonZero => 1,
             OpKind::Concat { .. } | OpKind::SeqConstruct => return (None, 1),

@@ -226,7 +226,7 @@ impl fmt::Display for Attrs<'_> {
             OpKind::Constant(v) => items.push(format!("value={v:?}")),
             OpKind::Cast(d) => items.push(format!("to={d}")),
             OpKind::SliceDyn { axes } => items.push(format!("axes={axes:?}")),
-            OpKind::NonZero | OpKind::Range | OpKind::Compare(_) => {}
+            OpKind::NonZero | OpKind::Range | OpKind::Compare(_) | OpKind::Pow => {}
             OpKind::SplitDyn { axis, parts } => {
                 items.push(format!("axis={axis}"));
                 items.push(format!("parts={parts}"));

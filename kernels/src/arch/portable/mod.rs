@@ -29,7 +29,7 @@ pub use norm::{
     scale_shift_inplace, softmax, softmax_inplace,
 };
 pub use pool::{avg_pool2d, global_avg_pool, max_pool2d};
-pub use reduce::{binary_nd, compare_nd, reduce, unary_math, unary_math_inplace, where_nd};
+pub use reduce::{binary_nd, compare_nd, pow_nd, reduce, unary_math, unary_math_inplace, where_nd};
 pub use shape::{
     cast, cast_to_bool, copy_from_axis, copy_into_axis, expand, gather, nonzero, nonzero_count,
     pad_nd, range, slice, transpose,
