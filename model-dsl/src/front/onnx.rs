@@ -736,9 +736,15 @@ impl<'e> Importer<'_, 'e> {
         let at = self.loc(format!("constant \"{name}\""));
         let id = match (&c.data, c.len()) {
             (Data::F(v), 1) => {
-                let k = self
+                let mut k = self
                     .graph
                     .add_op(OpKind::Constant(v[0]), vec![], 1, at, vec![], None)[0];
+                // An f64 number (the importer keeps floats as f32, so it is exact only when
+                // the value is an f32, as the integers and halves exporters write are) is cast
+                // back, so it meets f64 operands with their dtype.
+                if c.dtype == DType::F64 {
+                    k = self.op(OpKind::Cast(DType::F64), vec![k], at);
+                }
                 if c.dims.is_empty() {
                     k
                 } else {
