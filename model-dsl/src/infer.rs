@@ -491,9 +491,10 @@ impl Infer<'_, '_> {
                         .checked_sub(1)
                         .and_then(|v| v.checked_mul(s))
                         .and_then(|v| v.checked_add((k - 1).checked_mul(dil)?))
-                        .and_then(|v| v.checked_add(1 + op_));
-                    match full {
-                        Some(f) if f > p[d] + p[d + n] => out.push(f - p[d] - p[d + n]),
+                        .and_then(|v| v.checked_add(op_)?.checked_add(1));
+                    let cut = p[d].checked_add(p[d + n]);
+                    match (full, cut) {
+                        (Some(f), Some(c)) if f > c => out.push(f - c),
                         _ => {
                             self.error(op.loc, format!("{name}: padding {p:?} leaves no output of input {x} (kernel {}, stride {})", join(kernel), join(stride)));
                             return None;

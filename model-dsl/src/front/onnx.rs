@@ -1795,7 +1795,7 @@ impl<'e> Importer<'_, 'e> {
                         .checked_sub(1)
                         .and_then(|v| v.checked_mul(stride[d]))
                         .and_then(|v| v.checked_add((kernel[d] - 1).checked_mul(dilation[d])?))
-                        .and_then(|v| v.checked_add(1 + output_padding[d]))
+                        .and_then(|v| v.checked_add(output_padding[d])?.checked_add(1))
                         .ok_or("the output size overflows or the input is empty")?;
                     let total = full.checked_sub(out[d]).ok_or_else(|| {
                         format!("output_shape {out:?} is larger than the full result ({full} along dimension {d})")
