@@ -231,6 +231,47 @@ def ref_conv(x, w, b=None, *, pad=0, stride=1, dilation=1, group=1):
     return y
 
 
+def ref_conv_transpose(x, w, b, *, stride, pads, dilation, output_padding, group=1):
+    """N-d transposed convolution by its definition: every input element times every tap,
+    added at `i * stride + t * dilation` of the full result, which is then cropped by `pads`
+    (begins, then ends)."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    n, cin, *sp = x.shape
+    _, cout_g, *k = w.shape
+    nd = len(sp)
+    cin_g = cin // group
+    full = [(sp[i] - 1) * stride[i] + (k[i] - 1) * dilation[i] + 1 + output_padding[i]
+            for i in range(nd)]
+    y = np.zeros((n, cout_g * group, *full))
+    for c in range(cin):
+        g = c // cin_g
+        for pos in itertools.product(*(range(s) for s in sp)):
+            for tap in itertools.product(*(range(kk) for kk in k)):
+                at = tuple(p * st + t * d for p, t, st, d in zip(pos, tap, stride, dilation))
+                y[(slice(None), slice(g * cout_g, (g + 1) * cout_g)) + at] += \
+                    x[(slice(None), c) + pos][:, None] * w[(c, slice(None)) + tap][None, :]
+    y = y[(slice(None), slice(None)) +
+          tuple(slice(pads[i], full[i] - pads[i + nd]) for i in range(nd))]
+    if b is not None:
+        y = y + np.asarray(b, np.float64).reshape((1, -1) + (1,) * nd)
+    return y
+
+
+def ref_max_pool_dilated(x, kernel, strides, dilation):
+    """N-d max pooling without padding, windows of `kernel` taps `dilation` apart."""
+    n, c, *sp = x.shape
+    ext = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    out = [(s - e) // st + 1 for s, e, st in zip(sp, ext, strides)]
+    y = np.zeros((n, c, *out))
+    for o in itertools.product(*(range(oo) for oo in out)):
+        win = x[(slice(None), slice(None)) +
+                tuple(slice(i * st, i * st + e, d)
+                      for i, st, e, d in zip(o, strides, ext, dilation))]
+        y[(slice(None), slice(None)) + o] = win.max(axis=tuple(range(2, 2 + len(sp))))
+    return y
+
+
 def ref_pool(x, kernel, strides, *, kind):
     """N-d max or average pooling without padding, by explicit windows."""
     n, c, *sp = x.shape
@@ -325,6 +366,43 @@ def build_conv1d():
 
     case = Case("conv1d", model, p.tensors, ["y"])
     case.run("", {"x": x}, {"y": r})
+    return [case]
+
+
+def build_deconv():
+    """Transposed convolutions (1-D with dilation and output padding, 3-D grouped with
+    asymmetric padding, no bias) each followed by a dilated max pool."""
+    p = Params(seed=2010)
+    # ConvTranspose weights are [Cin, Cout / group, *kernel].
+    p.put("u1.weight", p.rng.normal(0.0, 0.3, (4, 6, 3)))
+    p.put("u1.bias", p.rng.normal(0.0, 0.1, (6,)))
+    p.put("u3.weight", p.rng.normal(0.0, 0.3, (4, 3, 2, 3, 3)))
+    a = p.input((1, 4, 10))
+    b = p.input((1, 4, 3, 4, 5))
+
+    g = Graph(p)
+    h0 = g.op("ConvTranspose", ["a", "u1.weight", "u1.bias"], kernel_shape=[3], strides=[2],
+              dilations=[2], pads=[1, 0], output_padding=[1])
+    h0 = g.op("MaxPool", [h0], kernel_shape=[3], strides=[2], dilations=[2])
+    h1 = g.op("ConvTranspose", ["b", "u3.weight"], kernel_shape=[2, 3, 3], strides=[1, 2, 2],
+              pads=[0, 1, 1, 1, 0, 1], group=2)
+    h1 = g.op("MaxPool", [h1], kernel_shape=[1, 2, 2], strides=[1, 1, 1], dilations=[1, 2, 2])
+    model = g.model("deconv", [("a", np.float32, a.shape), ("b", np.float32, b.shape)],
+                    [(h0, "y0", np.float32, (1, 6, 10)), (h1, "y1", np.float32, (1, 6, 3, 6, 7))])
+
+    r0 = ref_conv_transpose(a, p["u1.weight"], p["u1.bias"], stride=[2], pads=[1, 0],
+                            dilation=[2], output_padding=[1])
+    assert r0.shape == (1, 6, 23)
+    r0 = ref_max_pool_dilated(r0, [3], [2], [2])
+    assert r0.shape == (1, 6, 10)
+    r1 = ref_conv_transpose(b, p["u3.weight"], None, stride=[1, 2, 2], pads=[0, 1, 1, 1, 0, 1],
+                            dilation=[1, 1, 1], output_padding=[0, 0, 0], group=2)
+    assert r1.shape == (1, 6, 3, 8, 9)
+    r1 = ref_max_pool_dilated(r1, [1, 2, 2], [1, 1, 1], [1, 2, 2])
+    assert r1.shape == (1, 6, 3, 6, 7)
+
+    case = Case("deconv", model, p.tensors, ["y0", "y1"])
+    case.run("", {"a": a, "b": b}, {"y0": r0, "y1": r1})
     return [case]
 
 
@@ -636,7 +714,7 @@ def write(path: Path, write_fn, summary: str) -> None:
 
 def main() -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    builders = (build_conv1d, build_conv3d, build_shuffle, build_transformer, build_datamove,
+    builders = (build_conv1d, build_conv3d, build_deconv, build_shuffle, build_transformer, build_datamove,
                 build_multishape, build_dynslice, build_nonzero)
     # Build and check everything first, so a failing check writes nothing.
     checked = []

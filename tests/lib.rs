@@ -191,6 +191,23 @@ kiln::network! {
 }
 
 kiln::network! {
+    /// Transposed convolutions, each followed by a dilated max pool: 1-D with dilation, output
+    /// padding and an asymmetric crop; 3-D with two groups, no bias and anisotropic strides (see
+    /// `data/typed/README.md`).
+    pub net Deconv(a: tensor<f32[1, 4, 10]>, b: tensor<f32[1, 4, 3, 4, 5]>)
+        -> (tensor<f32[1, 6, 10]>, tensor<f32[1, 6, 3, 6, 7]>)
+    {
+        weights "data/typed/deconv.safetensors";
+        let y0 = conv_transpose(a, u1: weights<4 -> 3xf32 -> 6>, stride = 2, dilation = 2,
+                                pad = (1, 0), output_padding = 1);
+        let y0 = max_pool(y0, 3, stride = 2, dilation = 2);
+        let y1 = conv_transpose(b, u3: weights<4 -> 2x3x3xf32 -> 6>, stride = (1, 2, 2),
+                                pad = (0, 1, 1, 1, 0, 1), groups = 2, bias = false);
+        (y0, max_pool(y1, 1x2x2, stride = 1, dilation = (1, 2, 2)))
+    }
+}
+
+kiln::network! {
     /// A data-dependent chain: rows `s..e` of `x` (run-time bounds, clamped as ONNX does), then
     /// arithmetic on the run-time-sized result, and a reduction back to a static size.
     pub net DynSlice(x: tensor<f32[10, 4]>, s: tensor<i64[1]>, e: tensor<i64[1]>)

@@ -29,11 +29,13 @@
 //!   [`cast`] / [`cast_to_bool`], [`range`], [`nonzero_count`] + [`nonzero`].
 //! * **reduce** — [`reduce`] (sum, mean, max, min, product over a merged axis), [`unary_math`]
 //!   (`f32` sqrt, exp, log, erf, softplus, GELU, ...), rank-N broadcasting [`binary_nd`],
-//!   [`compare_nd`] (to `u8` bools) and [`where_nd`].
+//!   [`compare_nd`] (to `u8` bools), [`pow_nd`] and [`where_nd`].
 //! * **matmul** — [`matmul`] (numpy batch broadcasting, one call of the table's [`GemmFn`] per
 //!   batch element) and [`matmul_f64`].
 //! * **conv_nd** — [`conv3d`] (im2col + the table's GEMM, [`Conv3d::scratch_len`]),
 //!   [`max_pool3d`], [`avg_pool3d`] (with dilation).
+//! * **conv_transpose** — [`conv_transpose`] (1- to 3-D; the table's GEMM + col2im,
+//!   [`ConvTranspose::scratch_len`]).
 //!
 //! Activations ([`Activation`]) are fused into the producing kernel through one shared epilogue.
 //! [`math`] has the `no_std` `exp`/`tanh`/`sigmoid`/`sqrt`/`log`/`erf` they need.
@@ -59,15 +61,17 @@ mod testutil;
 
 pub use arch::portable::{
     avg_pool2d, avg_pool3d, batch_norm_scale_shift, binary, binary_inplace, binary_nd, cast,
-    cast_to_bool, compare_nd, conv2d, conv3d, copy_from_axis, copy_into_axis, copy_into_channels,
-    dense, expand, fold_batch_norm, gather, gemm, global_avg_pool, log_softmax,
+    cast_to_bool, compare_nd, conv2d, conv3d, conv_transpose, copy_from_axis, copy_into_axis,
+    copy_into_channels, dense, expand, fold_batch_norm, gather, gemm, global_avg_pool, log_softmax,
     log_softmax_inplace, matmul, matmul_f64, max_pool2d, max_pool3d, nonzero, nonzero_count, pad2d,
-    pad_nd, range, reduce, scale_shift, scale_shift_inplace, slice, softmax, softmax_inplace,
-    transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd, GemmFn,
+    pad_nd, pow_nd, range, reduce, scale_shift, scale_shift_inplace, slice, softmax,
+    softmax_inplace, transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd,
+    GemmFn,
 };
 pub use dtype::{Element, GatherIndex, Num};
 pub use params::{
-    Activation, BinaryNd, BinaryOp, Broadcast, CompareOp, Conv2d, Conv3d, Expand, GatherError,
-    MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath, WhereNd,
+    Activation, BinaryNd, BinaryOp, Broadcast, CompareOp, Conv2d, Conv3d, ConvTranspose, Expand,
+    GatherError, MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath,
+    WhereNd,
 };
 pub use table::{best, detect, for_isa, Isa, Kernels, PORTABLE};

@@ -228,6 +228,47 @@ pub(crate) fn ln_f64(x: f64) -> f64 {
     ef * LN2_HI + (ef * LN2_LO + 2.0 * s * p)
 }
 
+/// `x^y` for `f32`, with C's `powf` on the values models meet: `exp(y ln|x|)` in `f64` (so the
+/// `f32` result is rounded once); a negative base needs an integer exponent, whose parity gives
+/// the sign (else NaN). `x^0 = 1` and `1^y = 1` even for NaN; zero and infinite bases and
+/// exponents follow C's limits (`0^-1 = inf`, `0.5^inf = 0`, `inf^-1 = 0`, `(-1)^±inf = 1`).
+pub fn powf(x: f32, y: f32) -> f32 {
+    if y == 0.0 || x == 1.0 {
+        return 1.0;
+    }
+    if x.is_nan() || y.is_nan() {
+        return f32::NAN;
+    }
+    let a = x.abs();
+    if y.is_infinite() {
+        return match (a == 1.0, a < 1.0, y > 0.0) {
+            (true, _, _) => 1.0,
+            (false, true, true) | (false, false, false) => 0.0,
+            _ => f32::INFINITY,
+        };
+    }
+    // Every f32 of magnitude 2^24 or more is an even integer.
+    let integer = y.abs() >= 16_777_216.0 || (y as i32) as f32 == y;
+    let odd = y.abs() < 16_777_216.0 && integer && (y as i32) % 2 != 0;
+    if x < 0.0 && !integer {
+        return f32::NAN;
+    }
+    let r = if a == 0.0 || a.is_infinite() {
+        if (y > 0.0) == (a == 0.0) {
+            0.0
+        } else {
+            f32::INFINITY
+        }
+    } else {
+        exp_f64_clamped(f64::from(y) * ln_f64(f64::from(a))) as f32
+    };
+    if x.is_sign_negative() && odd {
+        -r
+    } else {
+        r
+    }
+}
+
 /// Natural logarithm for `f32`, correctly rounded in practice: `-inf` at ±0, NaN below zero,
 /// `+inf` at `+inf`.
 #[inline]

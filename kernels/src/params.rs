@@ -389,6 +389,44 @@ pub struct Pool2d {
     pub count_include_pad: bool,
 }
 
+/// A transposed convolution (ONNX `ConvTranspose`) over 1 to 3 spatial dimensions, as a 3-D
+/// one: a lower rank has leading sizes of 1 (and strides, dilations of 1, no padding there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTranspose {
+    /// Number of images.
+    pub batch: usize,
+    /// Input channels.
+    pub c_in: usize,
+    /// Output channels.
+    pub c_out: usize,
+    /// Channel groups; divides both `c_in` and `c_out`.
+    pub groups: usize,
+    /// Input `[d, h, w]`.
+    pub input: [usize; 3],
+    /// Kernel `[kd, kh, kw]`.
+    pub k: [usize; 3],
+    /// `[sd, sh, sw]`, all at least 1.
+    pub stride: [usize; 3],
+    /// `[dd, dh, dw]`, all at least 1.
+    pub dilation: [usize; 3],
+    /// What is cut from the full result: `[d, h, w]` begins, then ends (ONNX `pads`).
+    pub pad: [usize; 6],
+    /// Output `[d, h, w]`: `(in - 1) * stride + (k - 1) * dilation + 1 - pad_begin - pad_end`
+    /// plus ONNX's `output_padding` (positions no input reaches hold the bias).
+    pub out: [usize; 3],
+}
+
+impl ConvTranspose {
+    /// Number of `f32` of scratch [`conv_transpose`](crate::conv_transpose) needs: one group
+    /// of one image's input transposed, `d*h*w * c_in/groups`, and its columns,
+    /// `d*h*w * (c_out/groups) * kd*kh*kw`.
+    pub const fn scratch_len(&self) -> usize {
+        let vol = self.input[0] * self.input[1] * self.input[2];
+        let taps = self.k[0] * self.k[1] * self.k[2];
+        vol * (self.c_in / self.groups) + vol * (self.c_out / self.groups) * taps
+    }
+}
+
 /// A transpose (ONNX `Transpose`): output axis `i` is input axis `perm[i]`, so the output has
 /// dims `shape[perm[i]]`. Rank 0 to 8; `perm` is a permutation of `0..shape.len()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

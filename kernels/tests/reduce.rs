@@ -7,7 +7,7 @@
 //! comparisons and `where`; NaN in the float data for max/min and comparisons.
 
 use kiln_kernels::{
-    binary_nd, compare_nd, log_softmax, log_softmax_inplace, reduce, unary_math,
+    binary_nd, compare_nd, log_softmax, log_softmax_inplace, pow_nd, reduce, unary_math,
     unary_math_inplace, where_nd, BinaryNd, BinaryOp, CompareOp, Reduce, UnaryMath, WhereNd,
 };
 use proptest::prelude::*;
@@ -174,6 +174,34 @@ proptest! {
                     prop_assert_eq!(y[at].to_bits(), d[at].to_bits());
                 }
             }
+        }
+    }
+
+    /// `pow_nd` against the standard library's `powf` computed in `f64` (an independent
+    /// implementation): integer exponents on negative bases, zeros, broadcasting.
+    #[test]
+    fn pow_nd_matches_std(
+        out in prop::collection::vec(prop_oneof![4 => 1usize..5, 1 => Just(0usize), 1 => 5usize..40], 0..=6),
+        picks in (any::<u8>(), any::<u8>(), 0usize..7, 0usize..7),
+        seed in any::<u32>(),
+    ) {
+        let (a_shape, sa) = operand(&out, picks.0, picks.2);
+        let (b_shape, sb) = operand(&out, picks.1, picks.3);
+        let p = BinaryNd { out: &out, a_strides: &sa, b_strides: &sb };
+        let mut rng = Rng::new(seed);
+        let total: usize = out.iter().product();
+        let na: usize = a_shape.iter().product();
+        let nb: usize = b_shape.iter().product();
+        let a: Vec<f32> = (0..na).map(|_| if rng.below(9) == 0 { 0.0 } else { rng.uniform(-3.0, 3.0) as f32 }).collect();
+        let b: Vec<f32> = (0..nb).map(|_| if rng.below(2) == 0 { rng.below(9) as f32 - 4.0 } else { rng.uniform(-3.0, 3.0) as f32 }).collect();
+        let mut y = vec![f32::NAN; total];
+        pow_nd(&p, &a, &b, &mut y);
+        for (flat, &g) in y.iter().enumerate() {
+            let o = unravel(flat, &out);
+            let (u, v) = (a[naive_index(&o, &out, &a_shape)], b[naive_index(&o, &out, &b_shape)]);
+            let w = f64::from(u).powf(f64::from(v)) as f32;
+            let ok = (g.is_nan() && w.is_nan()) || g == w || (f64::from(g) - f64::from(w)).abs() <= 2e-7 * f64::from(w.abs());
+            prop_assert!(ok, "{u}^{v} at {o:?}: {g} vs {w}");
         }
     }
 

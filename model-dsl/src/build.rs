@@ -213,10 +213,32 @@ fn stem(p: &Path) -> String {
 
 /// Writes `bytes` to `path` unless it already holds exactly them.
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+    if same_contents(path, bytes) {
         return Ok(());
     }
     std::fs::write(path, bytes).map_err(|e| format!("error: cannot write {}: {e}", path.display()))
+}
+
+/// Whether the file at `path` holds exactly `bytes`, compared a block at a time (a weights file
+/// is ~100 MB: reading it whole would be one more copy of it in memory).
+fn same_contents(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if f.metadata().map(|m| m.len()).ok() != u64::try_from(bytes.len()).ok() {
+        return false;
+    }
+    let mut block = vec![0u8; 1 << 20];
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let n = block.len().min(rest.len());
+        if f.read_exact(&mut block[..n]).is_err() || block[..n] != rest[..n] {
+            return false;
+        }
+        rest = &rest[n..];
+    }
+    true
 }
 
 /// One model to compile: its file, name, output directory and options.
@@ -393,15 +415,24 @@ pub fn type_name(stem: &str) -> String {
 #[cfg(feature = "onnx")]
 fn safetensors_bytes(weights: &[crate::front::onnx::Weight]) -> Result<Vec<u8>, String> {
     use safetensors::tensor::TensorView;
-    let data: Vec<Vec<u8>> = weights
+    // The f32s' own bytes when the host is little-endian (no copy, and no element-by-element
+    // loop, which runs unoptimised in a build script); swapped copies otherwise.
+    let data: Vec<std::borrow::Cow<[u8]>> = weights
         .iter()
-        .map(|w| w.data.iter().flat_map(|x| x.to_le_bytes()).collect())
+        .map(|w| {
+            let bytes: &[u8] = bytemuck::cast_slice(&w.data);
+            if cfg!(target_endian = "little") {
+                std::borrow::Cow::Borrowed(bytes)
+            } else {
+                std::borrow::Cow::Owned(w.data.iter().flat_map(|x| x.to_le_bytes()).collect())
+            }
+        })
         .collect();
     let views = weights
         .iter()
         .zip(&data)
         .map(|(w, d)| {
-            TensorView::new(safetensors::Dtype::F32, w.dims.clone(), d)
+            TensorView::new(safetensors::Dtype::F32, w.dims.clone(), &d[..])
                 .map(|v| (w.key.clone(), v))
                 .map_err(|e| format!("weights `{}`: {e}", w.key))
         })

@@ -8,7 +8,9 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{as_2d, pad_2d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId};
+use crate::ir::{
+    as_2d, as_3d, pad_2d, pad_3d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId,
+};
 use crate::layout::{self, table_binary, ParamLayout, Planned, Slot};
 use crate::plan::{Plan, ValuePlacement};
 use crate::syntax::NetworkDef;
@@ -144,7 +146,7 @@ impl Model<'_> {
     fn scratch_asserts(&self) -> TokenStream {
         let mut out = TokenStream::new();
         for (i, op) in self.graph.ops.iter().enumerate() {
-            if let OpKind::Conv { .. } = op.kind {
+            if let OpKind::Conv { .. } | OpKind::ConvTranspose { .. } = op.kind {
                 let geom = self.conv_geom(i);
                 let planned = self.planned.scratch[i].map_or(0, |k| self.plan.scratch[k].bytes / 4);
                 out.extend(
@@ -156,9 +158,34 @@ impl Model<'_> {
     }
 
     /// The kernel geometry of conv op `i`: a `Conv2d` (a 1-D convolution is a 2-D one of
-    /// height 1, so every ISA's 2-D kernel runs it) or a `Conv3d`.
+    /// height 1, so every ISA's 2-D kernel runs it) or a `Conv3d`; a `ConvTranspose` (always
+    /// 3-D, lower ranks with leading sizes of 1) for a transposed one.
     fn conv_geom(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
+        if let OpKind::ConvTranspose {
+            kernel,
+            stride,
+            dilation,
+            pad,
+            groups,
+            ..
+        } = &op.kind
+        {
+            let x = self.graph.shape(op.args[0]);
+            let y = self.graph.shape(op.result());
+            let (n, c_in, c_out) = (x.batch(), x.channels(), y.channels());
+            let input = as_3d(x.spatial_dims(), 1);
+            let out = as_3d(y.spatial_dims(), 1);
+            let [kernel, stride, dilation] = [kernel, stride, dilation].map(|v| as_3d(v, 1));
+            let pad = pad_3d(pad.resolved());
+            return quote! {
+                ::kiln::__private::kernels::ConvTranspose {
+                    batch: #n, c_in: #c_in, c_out: #c_out, groups: #groups,
+                    input: [#(#input),*], k: [#(#kernel),*], stride: [#(#stride),*],
+                    dilation: [#(#dilation),*], pad: [#(#pad),*], out: [#(#out),*],
+                }
+            };
+        }
         let OpKind::Conv {
             kernel,
             stride,
@@ -346,6 +373,13 @@ impl Model<'_> {
                     quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
                 }
             }
+            OpKind::ConvTranspose { has_bias, .. } => {
+                let geom = self.conv_geom(i);
+                let w = self.param_value(op.args[1]);
+                let b = self.bias(i, op, *has_bias);
+                let x = &read_args[0];
+                quote! { #k::conv_transpose(&#geom, #x, #w, #b, scratch, out, __k.gemm); }
+            }
             OpKind::Dense { has_bias, act, .. } => {
                 let (n, n_in, n_out) = (x_shape.batch(), x_shape.channels(), y_shape.channels());
                 let w = self.param_value(op.args[1]);
@@ -408,17 +442,21 @@ impl Model<'_> {
                     }
                 }
             }
+            // 3-D pools, and dilated ones of any rank (rare, so the table's 2-D kernels have no
+            // dilation) as 3-D ones with leading sizes of 1.
             OpKind::Pool {
                 kind,
                 kernel,
                 stride,
+                dilation,
                 pad,
                 count_include_pad,
-            } if kernel.len() == 3 => {
+            } if kernel.len() == 3 || dilation.iter().any(|&d| d != 1) => {
                 let (n, c) = (x_shape.batch(), x_shape.channels());
-                let [d, h, w] = three(x_shape.spatial_dims());
-                let out = three(y_shape.spatial_dims());
-                let pad = pad.resolved();
+                let [d, h, w] = as_3d(x_shape.spatial_dims(), 1);
+                let out = as_3d(y_shape.spatial_dims(), 1);
+                let [kernel, stride, dilation] = [kernel, stride, dilation].map(|v| as_3d(v, 1));
+                let pad = pad_3d(pad.resolved());
                 let f = match kind {
                     PoolKind::Max => quote! { #k::max_pool3d },
                     PoolKind::Avg => quote! { #k::avg_pool3d },
@@ -427,7 +465,7 @@ impl Model<'_> {
                 quote! {
                     #f(&#k::Pool3d {
                         batch: #n, channels: #c, d: #d, h: #h, w: #w, k: [#(#kernel),*],
-                        stride: [#(#stride),*], dilation: [1, 1, 1], pad: [#(#pad),*],
+                        stride: [#(#stride),*], dilation: [#(#dilation),*], pad: [#(#pad),*],
                         out: [#(#out),*], count_include_pad: #count_include_pad,
                     }, #x, out);
                 }
@@ -439,6 +477,7 @@ impl Model<'_> {
                 stride,
                 pad,
                 count_include_pad,
+                ..
             } => {
                 let (n, c) = (x_shape.batch(), x_shape.channels());
                 let [h, w] = as_2d(x_shape.spatial_dims(), 1);
@@ -594,6 +633,11 @@ impl Model<'_> {
             }
             OpKind::SliceDyn { .. } | OpKind::NonZero | OpKind::Range | OpKind::SplitDyn { .. } => {
                 unreachable!("`dyn_op` emits these")
+            }
+            OpKind::Pow => {
+                let geom = self.binary_nd_geom(op);
+                let (a, b) = (&read_args[0], &read_args[1]);
+                quote! { #k::pow_nd(&#geom, #a, #b, out); }
             }
             OpKind::Compare(cmp) => {
                 let cmp = cmp_tokens(*cmp);

@@ -2,7 +2,8 @@
 //! asks for. This module imports nothing; [`crate::infer`] counts the scratch against the
 //! byte budget and [`crate::layout`] plans it.
 //!
-//! The formulas duplicate `kiln_kernels::Conv2d::scratch_len` and `Conv3d::scratch_len`
+//! The formulas duplicate `kiln_kernels::Conv2d::scratch_len`, `Conv3d::scratch_len` and
+//! `ConvTranspose::scratch_len`
 //! (kiln-dsl does not depend on the kernels crate). The generated code asserts in a `const`
 //! that the planned scratch is at least what the kernel asks for, and `tests/tests/scratch.rs`
 //! compares each pair of formulas over a grid of geometries, so they cannot drift apart unseen.
@@ -81,4 +82,13 @@ pub fn conv3d_scratch(
         .checked_mul(out[0])?
         .checked_mul(out[1])?
         .checked_mul(out[2])
+}
+
+/// f32 elements of scratch `conv_transpose` needs (`c_in`, `c_out` per group, `vol` input
+/// positions, `taps` kernel positions), or `None` if the count overflows `usize`: the input of
+/// one group of one image transposed, `vol * c_in`, and its columns, `vol * c_out * taps`,
+/// multiplied in the kernel's order.
+pub fn conv_transpose_scratch(vol: usize, c_in: usize, c_out: usize, taps: usize) -> Option<usize> {
+    vol.checked_mul(c_in)?
+        .checked_add(vol.checked_mul(c_out)?.checked_mul(taps)?)
 }

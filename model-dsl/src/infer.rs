@@ -12,7 +12,7 @@
 //! (inputs, parameters, results, scratch) stays far enough below `isize::MAX` that no size,
 //! offset or total computed from the shapes later can overflow.
 
-use crate::contract::{conv3d_scratch, conv_scratch};
+use crate::contract::{conv3d_scratch, conv_scratch, conv_transpose_scratch};
 use crate::diag::{plural, Errors, Loc};
 use crate::ir::{
     as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, SeqVal,
@@ -453,6 +453,111 @@ impl Infer<'_, '_> {
                 }
                 window_output(x, c_out, &out)
             }
+            OpKind::ConvTranspose {
+                c_in,
+                kernel,
+                stride,
+                dilation,
+                pad,
+                output_padding,
+                groups,
+                has_bias,
+            } => {
+                let n = self.spatial_rank(x, name, op.loc)?;
+                let w = &args[1];
+                if n != kernel.len() || w.rank() != n + 2 || w.dims[2..] != kernel[..] {
+                    self.error(
+                        decl,
+                        format!(
+                            "{name}: weights `{}` are {w} but input {x} has {} and the kernel is {} (the weights of a transposed convolution are `[c_in, c_out / groups, k...]`)",
+                            self.layer(op.args[1]),
+                            plural(n, "spatial dimension"),
+                            join(kernel)
+                        ),
+                    );
+                    return None;
+                }
+                if *c_in != x.channels() || w.dims[0] != *c_in {
+                    self.error(
+                        decl,
+                        format!(
+                            "{name}: input {x} has {} but weights `{}` expect {}",
+                            plural(x.channels(), "channel"),
+                            self.layer(op.args[1]),
+                            w.dims[0]
+                        ),
+                    );
+                    return None;
+                }
+                let c_out = w.dims[1] * *groups;
+                if *has_bias && args[2].dims != [c_out] {
+                    self.error(
+                        decl,
+                        format!(
+                            "{name}: the bias is {} but the output has {}",
+                            args[2],
+                            plural(c_out, "channel")
+                        ),
+                    );
+                    return None;
+                }
+                let p = match pad {
+                    Padding::Explicit(p) => Some(p.clone()),
+                    Padding::Written(w) => Padding::expand(w, n),
+                    Padding::Same => None,
+                };
+                let Some(p) = p else {
+                    self.error(op.loc, format!("{name}: give the padding as numbers (what is cut from each end of the output): one, one per spatial dimension ({n}) or a begin and an end for each ({})", 2 * n));
+                    return None;
+                };
+                *pad = Padding::Explicit(p.clone());
+                let sizes = x.spatial_dims().to_vec();
+                let mut out = Vec::with_capacity(n);
+                for d in 0..n {
+                    let (s, k, dil, op_) = (stride[d], kernel[d], dilation[d], output_padding[d]);
+                    if s == 0 || k == 0 || dil == 0 {
+                        self.error(
+                            op.loc,
+                            format!("{name}: kernel, stride and dilation must be at least 1"),
+                        );
+                        return None;
+                    }
+                    // ONNX: output_padding must be below the stride or the dilation.
+                    if op_ >= s.max(dil) {
+                        self.error(op.loc, format!("{name}: output_padding {} must be smaller than the stride or the dilation", join(output_padding)));
+                        return None;
+                    }
+                    let full = sizes[d]
+                        .checked_sub(1)
+                        .and_then(|v| v.checked_mul(s))
+                        .and_then(|v| v.checked_add((k - 1).checked_mul(dil)?))
+                        .and_then(|v| v.checked_add(op_)?.checked_add(1));
+                    let cut = p[d].checked_add(p[d + n]);
+                    match (full, cut) {
+                        (Some(f), Some(c)) if f > c => out.push(f - c),
+                        _ => {
+                            self.error(op.loc, format!("{name}: padding {p:?} leaves no output of input {x} (kernel {}, stride {})", join(kernel), join(stride)));
+                            return None;
+                        }
+                    }
+                }
+                let vol = sizes.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+                let taps = kernel.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+                let scratch = vol.zip(taps).and_then(|(v, t)| {
+                    conv_transpose_scratch(v, *c_in / *groups, c_out / *groups, t)
+                });
+                let Some(scratch) = scratch else {
+                    self.error(op.loc, format!("{name}: the scratch buffer is too large: a network's tensors may take at most {MAX_BYTES} bytes in all"));
+                    return None;
+                };
+                let s = Shape::tensor(crate::ir::DType::F32, vec![scratch]);
+                self.claim(
+                    op.loc,
+                    format_args!("{name}: the scratch buffer of {scratch} floats"),
+                    &s,
+                )?;
+                window_output(x, c_out, &out)
+            }
             OpKind::Dense { .. } => {
                 if x.rank() != 2 {
                     self.error(
@@ -499,6 +604,24 @@ impl Infer<'_, '_> {
                     return None;
                 };
                 shape.dtype = crate::ir::DType::Bool;
+                shape
+            }
+            OpKind::Pow => {
+                let y = &args[1];
+                if y.dtype != crate::ir::DType::F32 {
+                    self.error(
+                        op.arg_loc(1),
+                        format!("pow: the exponent is {y}; kiln computes pow in f32 (use `cast`)"),
+                    );
+                    return None;
+                }
+                let Some(shape) = self.broadcast_runs(x, y) else {
+                    self.error(
+                        op.loc,
+                        format!("pow: cannot broadcast {x} with {y}: each size must match or be 1"),
+                    );
+                    return None;
+                };
                 shape
             }
             OpKind::Range => {
@@ -906,6 +1029,7 @@ impl Infer<'_, '_> {
                 kind: pk,
                 kernel,
                 stride,
+                dilation,
                 pad,
                 ..
             } => {
@@ -914,9 +1038,15 @@ impl Infer<'_, '_> {
                     PoolKind::Avg => "avg_pool",
                 };
                 let n = self.spatial_rank(x, name, op.loc)?;
+                if dilation.is_empty() {
+                    *dilation = vec![1; n];
+                }
                 // The front end leaves one size for every dimension while the rank is unknown.
-                for (what, v, at) in [("window", &mut *kernel, decl), ("`stride`", stride, op.loc)]
-                {
+                for (what, v, at) in [
+                    ("window", &mut *kernel, decl),
+                    ("`stride`", stride, op.loc),
+                    ("`dilation`", dilation, op.loc),
+                ] {
                     if v.len() == 1 {
                         *v = vec![v[0]; n];
                     } else if v.len() != n {
@@ -945,7 +1075,7 @@ impl Infer<'_, '_> {
                     };
                     *pad = Padding::Explicit(p);
                 }
-                let (p, out) = self.window(name, op.loc, x, kernel, stride, &vec![1; n], pad)?;
+                let (p, out) = self.window(name, op.loc, x, kernel, stride, dilation, pad)?;
                 *pad = Padding::Explicit(p);
                 window_output(x, x.channels(), &out)
             }
@@ -1225,6 +1355,7 @@ impl Infer<'_, '_> {
         let x = &args[0];
         let ok = match &op.kind {
             OpKind::Conv { .. }
+            | OpKind::ConvTranspose { .. }
             | OpKind::Dense { .. }
             | OpKind::BatchNorm { .. }
             | OpKind::Unary(_)
@@ -1232,6 +1363,7 @@ impl Infer<'_, '_> {
             | OpKind::GlobalAvgPool
             | OpKind::Softmax { .. }
             | OpKind::Math(_)
+            | OpKind::Pow
             | OpKind::Pad { .. } => x.dtype == DType::F32,
             OpKind::MatMul => matches!(x.dtype, DType::F32 | DType::F64),
             OpKind::Binary(_) | OpKind::Reduce { .. } => {

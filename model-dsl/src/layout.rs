@@ -7,14 +7,22 @@
 //! values of the graph but never arena bytes: they are left out of the problem, and
 //! [`Planned::slot`] maps the graph's values to the problem's.
 
-use crate::contract::{conv3d_scratch, conv_scratch};
+use crate::contract::{conv3d_scratch, conv_scratch, conv_transpose_scratch};
 use crate::ir::{as_2d, pad_2d, Graph, Op, OpKind, ParamId, Producer, ValueId};
 use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 
 /// f32 elements of scratch an op needs (only a convolution has any), from
-/// [`crate::contract::conv_scratch`] (1-D runs as 2-D of height 1) or
-/// [`crate::contract::conv3d_scratch`].
+/// [`crate::contract::conv_scratch`] (1-D runs as 2-D of height 1),
+/// [`crate::contract::conv3d_scratch`] or [`crate::contract::conv_transpose_scratch`].
 pub fn scratch_len(g: &Graph, op: &Op) -> usize {
+    if let OpKind::ConvTranspose { kernel, groups, .. } = &op.kind {
+        let x = g.shape(op.args[0]);
+        let y = g.shape(op.result());
+        let vol = x.spatial_dims().iter().product();
+        let taps = kernel.iter().product();
+        return conv_transpose_scratch(vol, x.channels() / groups, y.channels() / groups, taps)
+            .unwrap_or(usize::MAX);
+    }
     let OpKind::Conv {
         kernel,
         stride,

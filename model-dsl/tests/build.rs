@@ -1,6 +1,6 @@
 //! The build.rs driver on files: what `kiln_dsl::Builder` writes for a good model, and the
 //! exact messages it renders for broken ones (a `.kiln` file with several mistakes, an ONNX
-//! model with unsupported operators, an ONNX model whose weights do not fit its input).
+//! model with unsupported operators, ONNX models whose weights do not fit their input).
 
 use std::path::{Path, PathBuf};
 
@@ -194,13 +194,32 @@ fn onnx_weights_that_do_not_fit_name_the_node() {
     );
     let err = build_one(&path, "mismatch").unwrap_err();
     let shown = path.display().to_string();
-    assert!(
-        err.starts_with(&format!(
-            "error: {shown}: node \"conv_3\" (Conv, #0): conv2d: "
-        )),
-        "got: {err}"
+    assert_eq!(
+        err,
+        format!(
+            "error: {shown}: node \"conv_3\" (Conv, #0): conv2d: input tensor<f32[1,3,8,8]> has 3 channels but weights `w` expect 2\n"
+        ),
     );
-    assert!(err.contains("3 channels"), "got: {err}");
+}
+
+#[test]
+fn onnx_conv_transpose_weights_that_do_not_fit_name_the_node() {
+    let mut deconv = node("up_1", "ConvTranspose", &["x", "w"], &["y"]);
+    deconv.attribute.push(attr_ints("strides", &[2, 2]));
+    let path = onnx_file(
+        "deconv",
+        vec![deconv],
+        vec![weights("w", &[4, 2, 3, 3])],
+        &[1, 2, 17, 17],
+    );
+    let err = build_one(&path, "deconv").unwrap_err();
+    let shown = path.display().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "error: {shown}: node \"up_1\" (ConvTranspose, #0): conv_transpose: input tensor<f32[1,3,8,8]> has 3 channels but weights `w` expect 4\n"
+        ),
+    );
 }
 
 #[test]

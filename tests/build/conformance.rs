@@ -204,7 +204,8 @@ fn runner(name: &str, bytes: &[u8], io: &Path) -> Result<String, String> {
             .take_while(|k| st.tensor(&format!("{kind}_{k}")).is_ok())
             .count()
     };
-    let (n_in, n_out) = (count("input"), count("output"));
+    let (n_out, seeded) = (count("output"), count("seeded_input"));
+    let n_in = count("input").max(seeded);
     let ty = kiln_dsl::build::type_name(name);
     let path = std::fs::canonicalize(io).map_err(|e| e.to_string())?;
     let mut f = format!(
@@ -222,6 +223,18 @@ fn runner(name: &str, bytes: &[u8], io: &Path) -> Result<String, String> {
     );
     let mut args = Vec::new();
     for k in 0..n_in {
+        // An input too large to check in: its shape, and the seeded generator makes the data
+        // (`uniform` in tests/conformance.rs, as scripts/copy_onnx_tests.py made it).
+        if let Ok(t) = st.tensor(&format!("seeded_input_{k}")) {
+            let n: i64 = t
+                .data()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .product();
+            let _ = writeln!(f, "    let in{k}: Vec<f32> = uniform(\"input_{k}\", {n});");
+            args.push(format!("&in{k}[..]"));
+            continue;
+        }
         let t = st
             .tensor(&format!("input_{k}"))
             .map_err(|e| e.to_string())?;

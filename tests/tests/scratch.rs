@@ -4,9 +4,45 @@
 //! without the band buffer (window, stride, dilation, padding), grouped and plain im2col,
 //! planes below, at and above the band's 16 rows and 16 columns. Likewise for conv3d
 //! (`conv3d_scratch` against `Conv3d::scratch_len`): pointwise or not, by window, stride,
-//! padding, groups and output volume. (A 1-D convolution runs as a 2-D one of height 1.)
+//! padding, groups and output volume. (A 1-D convolution runs as a 2-D one of height 1.) And
+//! for the transposed convolution (`conv_transpose_scratch` against `ConvTranspose::scratch_len`)
+//! by input volume, kernel, channels and groups.
 
-use kiln_kernels::{Conv2d, Conv3d};
+use kiln_kernels::{Conv2d, Conv3d, ConvTranspose};
+
+#[test]
+fn compiler_and_kernels_agree_on_conv_transpose_scratch() {
+    let mut checked = 0;
+    for input in [[1, 1, 1], [1, 1, 7], [1, 5, 6], [3, 4, 5]] {
+        for k in [[1, 1, 1], [1, 1, 3], [1, 3, 3], [2, 3, 4]] {
+            for (c_in, c_out, groups) in [(1, 1, 1), (4, 6, 1), (4, 6, 2), (8, 8, 8)] {
+                let p = ConvTranspose {
+                    batch: 2,
+                    c_in,
+                    c_out,
+                    groups,
+                    input,
+                    k,
+                    stride: [1, 2, 2],
+                    dilation: [1, 1, 2],
+                    pad: [0; 6],
+                    out: [1, 1, 1],
+                };
+                let vol = input.iter().product();
+                let taps = k.iter().product();
+                let ours = kiln_dsl::contract::conv_transpose_scratch(
+                    vol,
+                    c_in / groups,
+                    c_out / groups,
+                    taps,
+                );
+                assert_eq!(ours, Some(p.scratch_len()), "{p:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 64);
+}
 
 #[test]
 fn compiler_and_kernels_agree_on_conv_scratch() {

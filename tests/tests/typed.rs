@@ -1,7 +1,7 @@
 //! Networks on the general tensor type (`tensor<...>`, shape-generic ops, several results) against
 //! onnxruntime's outputs, made by `scripts/gen_typed_testdata.py` into `data/typed/`.
 
-use kiln_tests::{assert_close, f32_tensors, Conv1d, Conv3d, Shuffle, Transformer};
+use kiln_tests::{assert_close, f32_tensors, Conv1d, Conv3d, Deconv, Shuffle, Transformer};
 
 #[test]
 fn transformer_block_matches_onnxruntime() {
@@ -33,6 +33,18 @@ fn conv3d_net_matches_onnxruntime() {
     let (want, shape) = &io["y"];
     assert_eq!(y.shape(), shape.as_slice());
     assert_close(&y, want);
+}
+
+#[test]
+fn conv_transpose_and_dilated_pools_match_onnxruntime() {
+    let io = f32_tensors("typed/deconv_io.safetensors");
+    let mut model = Deconv::new();
+    let (y0, y1) = model.run(&io["a"].0, &io["b"].0).unwrap();
+    for (name, got) in [("y0", y0), ("y1", y1)] {
+        let (want, shape) = &io[name];
+        assert_eq!(got.shape(), shape.as_slice(), "{name}: shape");
+        assert_close(&got, want);
+    }
 }
 
 /// The batch norms fold into the 1-D and 3-D convolutions (and the relus into their

@@ -33,6 +33,7 @@ use crate::syntax::{
 pub const OPS: &[&str] = &[
     "conv",
     "conv2d",
+    "conv_transpose",
     "dense",
     "batch_norm",
     "relu",
@@ -81,6 +82,7 @@ pub const OPS: &[&str] = &[
     "greater",
     "less_equal",
     "greater_equal",
+    "pow",
     "seq_empty",
     "seq_construct",
     "insert",
@@ -766,7 +768,7 @@ impl Builder<'_> {
     fn op(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
         let arg1 = a.positional_spans().first().copied().unwrap_or(span);
         match name {
-            "conv" | "conv2d" => self.conv(name, span, a),
+            "conv" | "conv2d" | "conv_transpose" => self.conv(name, span, a),
             "dense" => self.dense(span, a),
             "batch_norm" => {
                 let x = self.inputs::<1>(a, span)?[0];
@@ -852,6 +854,7 @@ impl Builder<'_> {
                     _ => v,
                 };
                 let stride = every(stride);
+                let dilation = a.sizes(self, "dilation", n)?.map(every).unwrap_or_default();
                 let kind = if name == "max_pool" {
                     PoolKind::Max
                 } else {
@@ -868,6 +871,7 @@ impl Builder<'_> {
                         kind,
                         kernel,
                         stride,
+                        dilation,
                         pad,
                         count_include_pad,
                     },
@@ -1038,6 +1042,11 @@ impl Builder<'_> {
                 let x = self.inputs::<1>(a, span)?[0];
                 self.add_op(OpKind::NonZero, vec![x], span, &[arg1], None)
             }
+            "pow" => {
+                let [x, y] = self.operands(a, span)?;
+                let spans = a.positional_spans().to_vec();
+                self.add_op(OpKind::Pow, vec![x, y], span, &spans, None)
+            }
             "equal" | "less" | "greater" | "less_equal" | "greater_equal" => {
                 let [x, y] = self.operands(a, span)?;
                 let c = CmpOp::ALL
@@ -1185,8 +1194,9 @@ impl Builder<'_> {
         }
     }
 
-    /// `conv` (1-, 2- or 3-D, as many spatial dimensions as the kernel has sizes) and `conv2d`
-    /// (2-D; one kernel size means a square window).
+    /// `conv` (1-, 2- or 3-D, as many spatial dimensions as the kernel has sizes), `conv2d`
+    /// (2-D; one kernel size means a square window) and `conv_transpose` (as `conv`; weights
+    /// `[c_in, c_out / groups, k...]` in the file, PyTorch's `ConvTranspose` layout).
     fn conv(&mut self, name: &str, span: Span, a: &mut Args) -> Option<ValueId> {
         let arg1 = a.positional_spans().first().copied().unwrap_or(span);
         let x = self.inputs::<1>(a, span)?[0];
@@ -1248,6 +1258,10 @@ impl Builder<'_> {
             None => vec![1; n],
         };
         let (stride, dilation) = (every(stride), every(dilation));
+        let output_padding = match a.sizes(self, "output_padding", Some(n))? {
+            Some(v) => every(Some(v)),
+            None => vec![0; n],
+        };
         if stride.contains(&0) || dilation.contains(&0) {
             self.error(
                 span,
@@ -1255,7 +1269,12 @@ impl Builder<'_> {
             );
             return None;
         }
-        let mut shape = vec![c_out.value, c_in.value / groups];
+        let transposed = name == "conv_transpose";
+        let mut shape = if transposed {
+            vec![c_in.value, c_out.value / groups]
+        } else {
+            vec![c_out.value, c_in.value / groups]
+        };
         shape.extend(&kernel);
         let w = self.param(pname, pty, "weight", shape)?;
         let mut args = vec![x, w];
@@ -1263,6 +1282,19 @@ impl Builder<'_> {
             args.push(self.param(pname, pty, "bias", vec![c_out.value])?);
         }
         let decl = self.spans.at(c_in.span);
+        if transposed {
+            let kind = OpKind::ConvTranspose {
+                c_in: c_in.value,
+                kernel,
+                stride,
+                dilation,
+                pad,
+                output_padding,
+                groups,
+                has_bias,
+            };
+            return self.add_op(kind, args, span, &[arg1], Some(decl));
+        }
         let kind = OpKind::Conv {
             c_in: c_in.value,
             kernel,

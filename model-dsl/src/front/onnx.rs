@@ -40,6 +40,7 @@ pub const SUPPORTED: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "DepthToSpace",
     "Div",
     "Dropout",
@@ -73,6 +74,7 @@ pub const SUPPORTED: &[&str] = &[
     "NonZero",
     "PRelu",
     "Pad",
+    "Pow",
     "Reciprocal",
     "ReduceMax",
     "ReduceMean",
@@ -92,6 +94,7 @@ pub const SUPPORTED: &[&str] = &[
     "Sub",
     "Sum",
     "Tanh",
+    "Tile",
     "Transpose",
     "Unsqueeze",
 ];
@@ -376,6 +379,20 @@ fn ident_of(name: &str, taken: &[String]) -> String {
         k += 1;
     }
     s
+}
+
+/// Little-endian bytes (a whole number of elements) as numbers, in one copy: build scripts run
+/// unoptimised by default, where an element-by-element `from_le_bytes` loop over a ResNet-50's
+/// 100 MB of initializers took seconds.
+fn from_le<T: bytemuck::Pod + Default>(raw: &[u8]) -> Vec<T> {
+    let size = std::mem::size_of::<T>();
+    let mut v = vec![T::default(); raw.len() / size];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+    bytes.copy_from_slice(&raw[..bytes.len()]);
+    if cfg!(target_endian = "big") {
+        bytes.chunks_exact_mut(size).for_each(<[u8]>::reverse);
+    }
+    v
 }
 
 fn product(dims: &[usize]) -> Option<usize> {
@@ -717,28 +734,11 @@ impl<'e> Importer<'_, 'e> {
                     n * size
                 ));
             }
-            let chunks = raw.chunks_exact(size);
             match dtype {
-                DType::F32 => Data::F(
-                    chunks
-                        .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
-                        .collect(),
-                ),
-                DType::F64 => Data::F(
-                    chunks
-                        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()) as f32)
-                        .collect(),
-                ),
-                DType::I64 => Data::I(
-                    chunks
-                        .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
-                        .collect(),
-                ),
-                DType::I32 => Data::I(
-                    chunks
-                        .map(|c| i32::from_le_bytes(c.try_into().unwrap_or_default()) as i64)
-                        .collect(),
-                ),
+                DType::F32 => Data::F(from_le(raw)),
+                DType::F64 => Data::F(from_le::<f64>(raw).iter().map(|&x| x as f32).collect()),
+                DType::I64 => Data::I(from_le(raw)),
+                DType::I32 => Data::I(from_le::<i32>(raw).iter().map(|&x| x as i64).collect()),
                 DType::U8 | DType::Bool => Data::I(raw.iter().map(|&b| b as i64).collect()),
             }
         } else {
@@ -875,9 +875,15 @@ impl<'e> Importer<'_, 'e> {
         let at = self.loc(format!("constant \"{name}\""));
         let id = match (&c.data, c.len()) {
             (Data::F(v), 1) => {
-                let k = self
+                let mut k = self
                     .graph
                     .add_op(OpKind::Constant(v[0]), vec![], 1, at, vec![], None)[0];
+                // An f64 number (the importer keeps floats as f32, so it is exact only when
+                // the value is an f32, as the integers and halves exporters write are) is cast
+                // back, so it meets f64 operands with their dtype.
+                if c.dtype == DType::F64 {
+                    k = self.op(OpKind::Cast(DType::F64), vec![k], at);
+                }
                 if c.dims.is_empty() {
                     k
                 } else {
@@ -1187,6 +1193,10 @@ impl<'e> Importer<'_, 'e> {
                 let (a, b) = (x!(0), x!(1));
                 gv(self.op(OpKind::Compare(c), vec![a, b], at))
             }
+            "Pow" => {
+                let (a, b) = (x!(0), x!(1));
+                gv(self.op(OpKind::Pow, vec![a, b], at))
+            }
             "Relu" => {
                 let x = x!(0);
                 gv(self.unary(Act::Relu, x, at))
@@ -1294,6 +1304,7 @@ impl<'e> Importer<'_, 'e> {
                 gv(self.bin(BinOp::Add, r, s, at))
             }
             "Conv" => gv(self.conv(node, at)?),
+            "ConvTranspose" => gv(self.conv_transpose(node, at)?),
             "BatchNormalization" => {
                 if Self::attr_i(node, "training_mode", 0) != 0 {
                     return Err("training mode is not supported (inference only)".into());
@@ -1384,15 +1395,8 @@ impl<'e> Importer<'_, 'e> {
                     "kernel_shape",
                 )?;
                 let n = kernel.len();
-                if let Some(d) = Self::attr_ints(node, "dilations") {
-                    if d.iter().any(|&d| d != 1) {
-                        return Err(format!("pooling with dilations {d:?} is not supported"));
-                    }
-                }
-                let stride = match Self::attr_ints(node, "strides") {
-                    Some(s) => to_dims(&s, "strides")?,
-                    None => vec![1; n],
-                };
+                let stride = Self::per_dim(node, "strides", n)?;
+                let dilation = Self::per_dim(node, "dilations", n)?;
                 let pad = self.padding(node, n)?;
                 let kind = if op == "MaxPool" {
                     PoolKind::Max
@@ -1405,6 +1409,7 @@ impl<'e> Importer<'_, 'e> {
                         kind,
                         kernel,
                         stride,
+                        dilation,
                         pad,
                         count_include_pad,
                     },
@@ -1486,6 +1491,45 @@ impl<'e> Importer<'_, 'e> {
                     ids.push(self.g(v, &Self::name_of(node, i))?);
                 }
                 gv(self.op(OpKind::Concat { axis }, ids, at))
+            }
+            // Tile: the input concatenated with itself `r` times along each axis repeated `r`
+            // times (folded when the input is a constant); no kernel of its own.
+            "Tile" => {
+                let mut v = self.need(node, 0)?;
+                let reps = self
+                    .konst(node, 1, "the repeats")?
+                    .ok_or("the repeats must be a constant")?
+                    .as_ints();
+                let rank = self.dims_of(&v)?.len();
+                if reps.len() != rank {
+                    return Err(format!(
+                        "repeats {reps:?} need one number per axis of the rank-{rank} input"
+                    ));
+                }
+                // Each repeat is one argument of a concatenation: bounded, so a huge count is
+                // an error rather than a huge argument list.
+                if reps.iter().any(|&r| !(1..=1024).contains(&r)) {
+                    return Err(format!("repeats {reps:?} must be between 1 and 1024"));
+                }
+                let name = Self::name_of(node, 0);
+                for (axis, &r) in reps.iter().enumerate() {
+                    if r == 1 {
+                        continue;
+                    }
+                    let copies = vec![v.clone(); r as usize];
+                    v = match fold_concat(&copies, axis as i64) {
+                        Some(c) => V::C(Rc::new(c?)),
+                        None => {
+                            let x = self.g(&v, &name)?;
+                            V::G(self.op(
+                                OpKind::Concat { axis: axis as i64 },
+                                vec![x; copies.len()],
+                                at,
+                            ))
+                        }
+                    };
+                }
+                vec![v]
             }
             "Transpose" => {
                 let v = self.need(node, 0)?;
@@ -1763,6 +1807,16 @@ impl<'e> Importer<'_, 'e> {
         }
     }
 
+    /// A window attribute with one size per spatial dimension (`strides`, `dilations`), 1s when
+    /// it is absent.
+    fn per_dim(node: &pb::NodeProto, name: &str, n: usize) -> R<Vec<usize>> {
+        match Self::attr_ints(node, name) {
+            Some(s) if s.len() == n => to_dims(&s, name),
+            Some(s) => Err(format!("{name} {s:?} needs {n} numbers")),
+            None => Ok(vec![1; n]),
+        }
+    }
+
     fn conv(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
         let v = self.need(node, 0)?;
         let x = self.g(&v, &Self::name_of(node, 0))?;
@@ -1782,14 +1836,8 @@ impl<'e> Importer<'_, 'e> {
                 "kernel_shape {kernel:?} differs from the weights' {wd:?}"
             ));
         }
-        let ones = |name| -> R<Vec<usize>> {
-            match Self::attr_ints(node, name) {
-                Some(s) if s.len() == n => to_dims(&s, name),
-                Some(s) => Err(format!("{name} {s:?} needs {n} numbers")),
-                None => Ok(vec![1; n]),
-            }
-        };
-        let (stride, dilation) = (ones("strides")?, ones("dilations")?);
+        let stride = Self::per_dim(node, "strides", n)?;
+        let dilation = Self::per_dim(node, "dilations", n)?;
         if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
             return Err("strides, dilations and kernel sizes must be at least 1".into());
         }
@@ -1815,6 +1863,113 @@ impl<'e> Importer<'_, 'e> {
                 has_bias,
                 bn: None,
                 act: Act::None,
+            },
+            args,
+            1,
+            at,
+            locs,
+            None,
+        )[0])
+    }
+
+    /// `ConvTranspose`: the weights are `[c_in, c_out / group, k...]`. An `output_shape` (or
+    /// `auto_pad` SAME_*, whose output is the input times the stride) becomes the `pads` that
+    /// give it, by ONNX's rule (the odd unit at the end for SAME_UPPER, at the start otherwise).
+    fn conv_transpose(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
+        let v = self.need(node, 0)?;
+        let x = self.g(&v, &Self::name_of(node, 0))?;
+        let (w, wd) = self.weight(node, 1, "the weights")?;
+        if !(3..=5).contains(&wd.len()) {
+            return Err(format!(
+                "weights of shape {wd:?}: kiln has 1-, 2- and 3-D transposed convolutions"
+            ));
+        }
+        let n = wd.len() - 2;
+        let kernel = match Self::attr_ints(node, "kernel_shape") {
+            Some(k) => to_dims(&k, "kernel_shape")?,
+            None => wd[2..].to_vec(),
+        };
+        if kernel != wd[2..] {
+            return Err(format!(
+                "kernel_shape {kernel:?} differs from the weights' {wd:?}"
+            ));
+        }
+        let stride = Self::per_dim(node, "strides", n)?;
+        let dilation = Self::per_dim(node, "dilations", n)?;
+        let output_padding = match Self::attr_ints(node, "output_padding") {
+            Some(_) => Self::per_dim(node, "output_padding", n)?,
+            None => vec![0; n],
+        };
+        if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
+            return Err("strides, dilations and kernel sizes must be at least 1".into());
+        }
+        let groups = usize::try_from(Self::attr_i(node, "group", 1))
+            .ok()
+            .filter(|&g| g >= 1 && wd[0] % g == 0)
+            .ok_or("group must be at least 1 and divide the input channels")?;
+        let auto_pad = Self::attr_s(node, "auto_pad");
+        let wanted = match (Self::attr_ints(node, "output_shape"), auto_pad.as_str()) {
+            (Some(s), _) => {
+                // Either the spatial sizes or the whole shape.
+                let s = to_dims(&s, "output_shape")?;
+                Some(s[s.len().saturating_sub(n)..].to_vec())
+            }
+            (None, "SAME_UPPER" | "SAME_LOWER") => {
+                let dims = self.shape_of(x)?.dims;
+                let sp = dims.get(2..).ok_or("the input has no spatial dimensions")?;
+                let prod = sp.iter().zip(&stride).map(|(&i, &s)| i.checked_mul(s));
+                Some(
+                    prod.collect::<Option<Vec<_>>>()
+                        .ok_or("the shape overflows")?,
+                )
+            }
+            _ => None,
+        };
+        let pad = match wanted {
+            Some(out) if out.len() == n => {
+                let dims = self.shape_of(x)?.dims;
+                let sp = dims.get(2..).filter(|s| s.len() == n).ok_or_else(|| {
+                    format!("the input {dims:?} does not have {n} spatial dimensions")
+                })?;
+                let mut pads = vec![0; 2 * n];
+                for d in 0..n {
+                    let full = sp[d]
+                        .checked_sub(1)
+                        .and_then(|v| v.checked_mul(stride[d]))
+                        .and_then(|v| v.checked_add((kernel[d] - 1).checked_mul(dilation[d])?))
+                        .and_then(|v| v.checked_add(output_padding[d])?.checked_add(1))
+                        .ok_or("the output size overflows or the input is empty")?;
+                    let total = full.checked_sub(out[d]).ok_or_else(|| {
+                        format!("output_shape {out:?} is larger than the full result ({full} along dimension {d})")
+                    })?;
+                    let (small, large) = (total / 2, total - total / 2);
+                    (pads[d], pads[d + n]) = if auto_pad == "SAME_UPPER" {
+                        (small, large)
+                    } else {
+                        (large, small)
+                    };
+                }
+                Padding::Explicit(pads)
+            }
+            Some(out) => return Err(format!("output_shape {out:?} needs {n} sizes")),
+            None => self.padding(node, n)?,
+        };
+        let mut args = vec![x, w];
+        let has_bias = self.arg(node, 2)?.is_some();
+        if has_bias {
+            args.push(self.weight(node, 2, "the bias")?.0);
+        }
+        let locs = vec![at; args.len()];
+        Ok(self.graph.add_op(
+            OpKind::ConvTranspose {
+                c_in: wd[0],
+                kernel,
+                stride,
+                dilation,
+                pad,
+                output_padding,
+                groups,
+                has_bias,
             },
             args,
             1,
@@ -2014,6 +2169,7 @@ impl<'e> Importer<'_, 'e> {
                 kind: PoolKind::Avg,
                 kernel: vec![size, 1],
                 stride: vec![1, 1],
+                dilation: vec![1, 1],
                 pad: Padding::Explicit(vec![lo, 0, hi, 0]),
                 count_include_pad: true,
             },

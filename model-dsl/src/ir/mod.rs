@@ -117,6 +117,26 @@ pub fn pad_2d(p: &[usize]) -> [usize; 4] {
     }
 }
 
+/// A window attribute of 1 to 3 spatial dimensions as a 3-D one, leading sizes `fill`.
+pub fn as_3d(v: &[usize], fill: usize) -> [usize; 3] {
+    match v {
+        [w] => [fill, fill, *w],
+        [h, w] => [fill, *h, *w],
+        [d, h, w] => [*d, *h, *w],
+        _ => unreachable!("the IR verifier checks window ranks"),
+    }
+}
+
+/// 1- to 3-D padding (begins, then ends) as the 3-D kernels' six sides, no padding added.
+pub fn pad_3d(p: &[usize]) -> [usize; 6] {
+    match p {
+        [b, e] => [0, 0, *b, 0, 0, *e],
+        [t, l, b, r] => [0, *t, *l, 0, *b, *r],
+        [a, b, c, d, e, f] => [*a, *b, *c, *d, *e, *f],
+        _ => unreachable!("the IR verifier checks padding lengths"),
+    }
+}
+
 /// Reductions over axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceKind {
@@ -216,6 +236,20 @@ pub enum OpKind {
         bn: Option<f32>,
         act: Act,
     },
+    /// Transposed convolution, 1-, 2- or 3-D. Args: `x, weight, [bias]`; the weight is
+    /// `[c_in, c_out / groups, k...]` (ONNX's and PyTorch's layout). `pad` is what is cut from
+    /// the full result (begins, then ends); `output_padding` is added at the end of each
+    /// dimension.
+    ConvTranspose {
+        c_in: usize,
+        kernel: Vec<usize>,
+        stride: Vec<usize>,
+        dilation: Vec<usize>,
+        pad: Padding,
+        output_padding: Vec<usize>,
+        groups: usize,
+        has_bias: bool,
+    },
     /// Args: `x, weight, [bias], [gamma, beta, mean, var]`.
     Dense {
         has_bias: bool,
@@ -235,6 +269,8 @@ pub enum OpKind {
         kind: PoolKind,
         kernel: Vec<usize>,
         stride: Vec<usize>,
+        /// Empty until inference when the front end gives none; then one per dimension.
+        dilation: Vec<usize>,
         pad: Padding,
         count_include_pad: bool,
     },
@@ -302,6 +338,8 @@ pub enum OpKind {
     Range,
     /// Elementwise comparison with broadcasting, giving `bool`.
     Compare(CmpOp),
+    /// `a^b` (ONNX `Pow`), `f32`, with numpy broadcasting at any rank.
+    Pow,
     /// Removes size-1 axes (all of them when `axes` is empty); inference makes it a reshape.
     Squeeze {
         axes: Vec<i64>,
@@ -482,6 +520,7 @@ impl OpKind {
                 3 => "conv3d",
                 _ => "conv2d",
             },
+            OpKind::ConvTranspose { .. } => "conv_transpose",
             OpKind::Dense { .. } => "dense",
             OpKind::BatchNorm { .. } => "batch_norm",
             OpKind::Unary(_) => "activation",
@@ -525,6 +564,7 @@ impl OpKind {
             OpKind::Range => "range",
             OpKind::SplitDyn { .. } => "split",
             OpKind::Compare(c) => c.name(),
+            OpKind::Pow => "pow",
             OpKind::Gather { .. } => "gather",
             OpKind::Slice { .. } => "slice",
             OpKind::Squeeze { .. } => "squeeze",
@@ -573,8 +613,9 @@ impl OpKind {
             OpKind::Conv { has_bias, bn, .. } | OpKind::Dense { has_bias, bn, .. } => {
                 2 + usize::from(*has_bias) + stats(bn)
             }
+            OpKind::ConvTranspose { has_bias, .. } => 2 + usize::from(*has_bias),
             OpKind::BatchNorm { .. } => 5,
-            OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) => 2,
+            OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) | OpKind::Pow => 2,
             OpKind::SliceDyn { .. } | OpKind::Range => 3,
             OpKind::NonZero => 1,
             OpKind::Concat { .. } | OpKind::SeqConstruct => return (None, 1),
@@ -633,9 +674,10 @@ impl Op {
     /// first; every argument of the other ops.
     pub fn data_args(&self) -> &[ValueId] {
         match self.kind {
-            OpKind::Conv { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => {
-                &self.args[..1]
-            }
+            OpKind::Conv { .. }
+            | OpKind::ConvTranspose { .. }
+            | OpKind::Dense { .. }
+            | OpKind::BatchNorm { .. } => &self.args[..1],
             _ => &self.args,
         }
     }

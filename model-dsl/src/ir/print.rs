@@ -140,6 +140,25 @@ impl fmt::Display for Attrs<'_> {
                 }
                 act(a, &mut items);
             }
+            OpKind::ConvTranspose {
+                c_in,
+                kernel,
+                stride,
+                dilation,
+                pad: p,
+                output_padding,
+                groups,
+                has_bias,
+            } => {
+                items.push(format!("c_in={c_in}"));
+                items.push(format!("kernel={}", sizes(kernel)));
+                items.push(format!("stride={}", sizes(stride)));
+                items.push(format!("dilation={}", sizes(dilation)));
+                items.push(format!("pad={}", pad(p)));
+                items.push(format!("output_padding={}", sizes(output_padding)));
+                items.push(format!("groups={groups}"));
+                items.push(format!("bias={has_bias}"));
+            }
             OpKind::Dense {
                 has_bias,
                 bn,
@@ -159,12 +178,16 @@ impl fmt::Display for Attrs<'_> {
             OpKind::Pool {
                 kernel,
                 stride,
+                dilation,
                 pad: p,
                 count_include_pad,
                 ..
             } => {
                 items.push(format!("kernel={}", sizes(kernel)));
                 items.push(format!("stride={}", sizes(stride)));
+                if dilation.iter().any(|&d| d != 1) {
+                    items.push(format!("dilation={}", sizes(dilation)));
+                }
                 items.push(format!("pad={}", pad(p)));
                 if *count_include_pad {
                     items.push("count_include_pad".into());
@@ -203,7 +226,7 @@ impl fmt::Display for Attrs<'_> {
             OpKind::Constant(v) => items.push(format!("value={v:?}")),
             OpKind::Cast(d) => items.push(format!("to={d}")),
             OpKind::SliceDyn { axes } => items.push(format!("axes={axes:?}")),
-            OpKind::NonZero | OpKind::Range | OpKind::Compare(_) => {}
+            OpKind::NonZero | OpKind::Range | OpKind::Compare(_) | OpKind::Pow => {}
             OpKind::SplitDyn { axis, parts } => {
                 items.push(format!("axis={axis}"));
                 items.push(format!("parts={parts}"));

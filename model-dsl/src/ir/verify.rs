@@ -125,6 +125,10 @@ pub fn verify(g: &Graph) -> Result<(), String> {
                     pad: Padding::Same | Padding::Written(_),
                     ..
                 }
+                | OpKind::ConvTranspose {
+                    pad: Padding::Same | Padding::Written(_),
+                    ..
+                }
                 | OpKind::Pool {
                     pad: Padding::Same | Padding::Written(_),
                     ..
@@ -135,13 +139,27 @@ pub fn verify(g: &Graph) -> Result<(), String> {
                     dilation,
                     pad: Padding::Explicit(pad),
                     ..
-                } => window_ranks(g, op, i, kernel, stride, Some(dilation), pad)?,
+                } => window_ranks(g, op, i, kernel, stride, dilation, pad)?,
                 OpKind::Pool {
                     kernel,
                     stride,
+                    dilation,
                     pad: Padding::Explicit(pad),
                     ..
-                } => window_ranks(g, op, i, kernel, stride, None, pad)?,
+                } => window_ranks(g, op, i, kernel, stride, dilation, pad)?,
+                OpKind::ConvTranspose {
+                    kernel,
+                    stride,
+                    dilation,
+                    pad: Padding::Explicit(pad),
+                    output_padding,
+                    ..
+                } => {
+                    window_ranks(g, op, i, kernel, stride, dilation, pad)?;
+                    if output_padding.len() != kernel.len() {
+                        return Err(format!("op {i} ({name}): output_padding {output_padding:?} does not fit the kernel {kernel:?}"));
+                    }
+                }
                 OpKind::Reshape(_) => {
                     let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
                     if y.bytes() > x.bytes() {
@@ -167,14 +185,14 @@ fn window_ranks(
     i: usize,
     kernel: &[usize],
     stride: &[usize],
-    dilation: Option<&Vec<usize>>,
+    dilation: &[usize],
     pad: &[usize],
 ) -> Result<(), String> {
     let n = g.shape(op.args[0]).rank().wrapping_sub(2);
     let ok = (1..=3).contains(&n)
         && kernel.len() == n
         && stride.len() == n
-        && dilation.is_none_or(|d| d.len() == n)
+        && dilation.len() == n
         && pad.len() == 2 * n;
     if ok {
         Ok(())
@@ -271,6 +289,7 @@ mod tests {
             kind: crate::ir::PoolKind::Max,
             kernel: vec![2, 2],
             stride: vec![2, 2],
+            dilation: vec![1, 1],
             pad: Padding::Same,
             count_include_pad: false,
         };

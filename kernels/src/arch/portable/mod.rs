@@ -5,6 +5,7 @@
 
 pub(crate) mod conv; // `conv2d_with`, for ISAs that bring only a GEMM (32-bit arm).
 mod conv_nd;
+mod conv_transpose;
 mod copy;
 mod eltwise;
 pub(crate) mod epilogue; // With `gemm::dot`, for 32-bit arm's NEON `dense`.
@@ -18,6 +19,7 @@ mod shape;
 
 pub use conv::conv2d;
 pub use conv_nd::{avg_pool3d, conv3d, max_pool3d};
+pub use conv_transpose::conv_transpose;
 pub use copy::{copy_into_channels, pad2d};
 pub use eltwise::{binary, binary_inplace, unary, unary_inplace};
 pub use gemm::{dense, gemm};
@@ -27,7 +29,7 @@ pub use norm::{
     scale_shift_inplace, softmax, softmax_inplace,
 };
 pub use pool::{avg_pool2d, global_avg_pool, max_pool2d};
-pub use reduce::{binary_nd, compare_nd, reduce, unary_math, unary_math_inplace, where_nd};
+pub use reduce::{binary_nd, compare_nd, pow_nd, reduce, unary_math, unary_math_inplace, where_nd};
 pub use shape::{
     cast, cast_to_bool, copy_from_axis, copy_into_axis, expand, gather, nonzero, nonzero_count,
     pad_nd, range, slice, transpose,

@@ -394,6 +394,16 @@ pub fn binary_nd<T: Num>(op: BinaryOp, p: &BinaryNd, a: &[T], b: &[T], y: &mut [
     }
 }
 
+/// `y = a^b` under rank-N broadcasting (see [`BinaryNd`]), `f32` ([`powf`](crate::math::powf)).
+pub fn pow_nd(p: &BinaryNd, a: &[f32], b: &[f32], y: &mut [f32]) {
+    check_nd(
+        "pow_nd",
+        p.out,
+        &[(p.a_strides, a.len()), (p.b_strides, b.len())],
+    );
+    zip_nd(p.out, p.a_strides, p.b_strides, a, b, y, crate::math::powf);
+}
+
 /// `y = (a op b) as u8` under rank-N broadcasting (see [`BinaryNd`] and [`CompareOp`]), for
 /// any element type (`bool` operands compare as their 0/1 bytes).
 pub fn compare_nd<T: Element>(op: CompareOp, p: &BinaryNd, a: &[T], b: &[T], y: &mut [u8]) {
