@@ -82,3 +82,115 @@ pub fn conv3d_scratch(
         .checked_mul(out[1])?
         .checked_mul(out[2])
 }
+
+/// How a 2-D convolution is computed; chosen per layer by [`conv_algo`] from its constant
+/// geometry. (1-D convolutions run as 2-D ones of height 1; 3-D ones always as im2col + GEMM.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvAlgo {
+    /// A 1x1, stride-1, unpadded convolution: one GEMM straight on the activations, no im2col.
+    Pointwise,
+    /// One input and one output channel per group: direct loops (the SIMD band kernels).
+    Depthwise,
+    /// im2col (implicit in the SIMD kernels, which pack straight from the input) and a GEMM.
+    Im2col,
+    /// Winograd F(4x4, 3x3): `kiln_kernels::winograd`, with the filters transformed once when
+    /// the weights are prepared.
+    Winograd,
+}
+
+impl ConvAlgo {
+    /// How `Model::PLAN` names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ConvAlgo::Pointwise => "gemm on the input (1x1, no im2col)",
+            ConvAlgo::Depthwise => "depthwise, direct",
+            ConvAlgo::Im2col => "im2col + gemm",
+            ConvAlgo::Winograd => "winograd F(4x4,3x3)",
+        }
+    }
+}
+
+/// The algorithm for a 2-D convolution (`c_in`, `c_out` in all, not per group).
+///
+/// **The Winograd rule**, measured with the kernel benchmark (`-- 3x3/`, the 3x3 stride-1 layers
+/// of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet, thread CPU time, AMD EPYC Zen 4; see the
+/// README): Winograd F(4x4, 3x3) for a 3x3, stride-1, undilated, ungrouped convolution with at
+/// least 64 input and 64 output channels whose output has at least 49 4x4 tiles (28x28), or at
+/// least 16 tiles (14x14) when both channel counts are at least 128. Below that the transforms
+/// (linear in `c_in + c_out`) are not paid back by the cheaper products (quadratic), and the
+/// 36 GEMMs get too few columns to run at speed: 7x7 maps ran at half the im2col speed, 13x13
+/// with 64 input channels at 0.94 of it, while ResNet-50's 56x56, 28x28 and 14x14 layers ran
+/// 1.25-1.44x faster and VGG-19's 1.5-2.4x.
+#[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
+pub fn conv_algo(
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pad: [usize; 4],
+    groups: usize,
+    c_in: usize,
+    c_out: usize,
+    [oh, ow]: [usize; 2],
+) -> ConvAlgo {
+    if kernel == [1, 1] && stride == [1, 1] && pad == [0; 4] {
+        return ConvAlgo::Pointwise;
+    }
+    if groups > 0 && c_in / groups == 1 && c_out / groups == 1 {
+        return ConvAlgo::Depthwise;
+    }
+    let shape = kernel == [3, 3] && stride == [1, 1] && dilation == [1, 1] && groups == 1;
+    let tiles = oh.div_ceil(4).saturating_mul(ow.div_ceil(4));
+    let (narrow, tiles_needed) = (
+        c_in.min(c_out),
+        if c_in.min(c_out) >= 128 { 16 } else { 49 },
+    );
+    if shape && narrow >= 64 && tiles >= tiles_needed {
+        ConvAlgo::Winograd
+    } else {
+        ConvAlgo::Im2col
+    }
+}
+
+/// f32 elements of scratch `kiln_kernels::winograd::conv2d` needs, or `None` on overflow: with
+/// `tx = ceil(ow / 4)`, `ty = ceil(oh / 4)` and `rows = min(ty, ceil(96 / tx))` tile rows per
+/// block, `36 * (c_in + c_out) * rows * tx` (a copy of `Conv2d::winograd_scratch_len`).
+pub fn winograd_scratch(c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> Option<usize> {
+    let (tx, ty) = (ow.div_ceil(4), oh.div_ceil(4));
+    let rows = if tx == 0 {
+        0
+    } else {
+        96usize.div_ceil(tx).min(ty)
+    };
+    36usize
+        .checked_mul(c_in.checked_add(c_out)?)?
+        .checked_mul(rows)?
+        .checked_mul(tx)
+}
+
+/// f32 elements of scratch a 2-D convolution needs with the algorithm `algo` (`c_in` and
+/// `c_out` in all): [`winograd_scratch`] or [`conv_scratch`].
+#[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
+pub fn conv2d_scratch(
+    algo: ConvAlgo,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pad: [usize; 4],
+    groups: usize,
+    c_in: usize,
+    c_out: usize,
+    out: [usize; 2],
+) -> Option<usize> {
+    match algo {
+        ConvAlgo::Winograd => winograd_scratch(c_in, c_out, out),
+        _ => conv_scratch(
+            kernel,
+            stride,
+            dilation,
+            pad,
+            c_in / groups.max(1),
+            c_out / groups.max(1),
+            out,
+        ),
+    }
+}
