@@ -194,3 +194,41 @@ pub fn conv2d_scratch(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn algo(k: usize, s: usize, groups: usize, c_in: usize, c_out: usize, hw: usize) -> ConvAlgo {
+        let pad = [k / 2; 4];
+        conv_algo([k, k], [s, s], [1, 1], pad, groups, c_in, c_out, [hw, hw])
+    }
+
+    /// The rule on the layers it was measured on (see `conv_algo`'s doc) and its edges.
+    #[test]
+    fn winograd_where_it_was_measured_to_win() {
+        use ConvAlgo::*;
+        // ResNet-50's 3x3 stride-1 layers: all but the 7x7 one.
+        assert_eq!(algo(3, 1, 1, 64, 64, 56), Winograd);
+        assert_eq!(algo(3, 1, 1, 128, 128, 28), Winograd);
+        assert_eq!(algo(3, 1, 1, 256, 256, 14), Winograd);
+        assert_eq!(algo(3, 1, 1, 512, 512, 7), Im2col);
+        // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) and small maps.
+        assert_eq!(algo(3, 1, 1, 128, 32, 56), Im2col);
+        assert_eq!(algo(3, 1, 1, 64, 256, 13), Im2col);
+        assert_eq!(algo(3, 1, 1, 64, 64, 25), Winograd); // 7x7 = 49 tiles
+        assert_eq!(algo(3, 1, 1, 64, 64, 24), Im2col); // 6x6 = 36 tiles
+        assert_eq!(algo(3, 1, 1, 128, 128, 13), Winograd); // 16 tiles, wide
+        assert_eq!(algo(3, 1, 1, 128, 128, 12), Im2col); // 9 tiles
+                                                         // Never for strides, other windows, groups or dilation.
+        assert_eq!(algo(3, 2, 1, 256, 256, 56), Im2col);
+        assert_eq!(algo(5, 1, 1, 256, 256, 56), Im2col);
+        assert_eq!(algo(3, 1, 2, 256, 256, 56), Im2col);
+        let dilated = conv_algo([3, 3], [1, 1], [2, 2], [2; 4], 1, 64, 64, [56, 56]);
+        assert_eq!(dilated, Im2col);
+        // The other branches, in the kernels' order (pointwise before depthwise).
+        assert_eq!(algo(1, 1, 1, 64, 64, 56), Pointwise);
+        assert_eq!(algo(1, 1, 64, 64, 64, 56), Pointwise);
+        assert_eq!(algo(3, 1, 64, 64, 64, 56), Depthwise);
+    }
+}
