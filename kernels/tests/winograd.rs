@@ -114,6 +114,9 @@ fn conv(batch: usize, c_in: usize, c_out: usize, h: usize, w: usize, pad: [usize
     }
 }
 
+/// A convolution under test: `(input, weight, bias, out)`.
+type Conv<'a> = dyn Fn(&[f32], &[f32], Option<&[f32]>, &mut [f32]) + 'a;
+
 /// Runs `run` on random data for `p` and checks it against the reference with `bound`; returns
 /// the worst `|error| / sum |w * x|` seen.
 fn check_with(
@@ -123,7 +126,7 @@ fn check_with(
     seed: u32,
     bound: f64,
     what: &str,
-    run: &dyn Fn(&[f32], &[f32], Option<&[f32]>, &mut [f32]),
+    run: &Conv,
 ) -> Result<f64, TestCaseError> {
     let x = data(p.batch * p.c_in * p.h * p.w, seed, 0.0, 4.0);
     let w = weights(p.c_out * p.c_in * 9, p.c_in, seed ^ 0x55);

@@ -57,22 +57,40 @@ pub fn transform_filter(c_out: usize, c_in: usize, weight: &[f32], out: &mut [f3
         "winograd::transform_filter: short slice for {c_out}x{c_in}"
     );
     let plane = c_out * c_in;
-    for (oi, g) in weight.chunks_exact(9).take(plane).enumerate() {
-        // G g (6x3), then (G g) Gᵀ (6x6), in f64 so the filter adds no rounding of its own.
-        let mut gg = [[0f64; 3]; ALPHA];
-        for col in 0..3 {
-            let c = filter_points([g[col], g[3 + col], g[6 + col]].map(f64::from));
-            for (r, v) in c.into_iter().enumerate() {
-                gg[r][col] = v;
+    // Filters are done in blocks, so that each point's results are written as one contiguous
+    // run rather than one scattered float per filter (this runs at load time, on up to tens of
+    // megabytes of filters).
+    let mut block = [[0f32; FILTER_BLOCK]; POINTS];
+    let mut first = 0;
+    while first < plane {
+        let n = FILTER_BLOCK.min(plane - first);
+        for (q, g) in weight[9 * first..9 * (first + n)]
+            .chunks_exact(9)
+            .enumerate()
+        {
+            // G g (6x3), then (G g) Gᵀ (6x6), in f64 so the filter adds no rounding of its own.
+            let mut gg = [[0f64; 3]; ALPHA];
+            for col in 0..3 {
+                let c = filter_points([g[col], g[3 + col], g[6 + col]].map(f64::from));
+                for (r, v) in c.into_iter().enumerate() {
+                    gg[r][col] = v;
+                }
+            }
+            for (r, row) in gg.iter().enumerate() {
+                for (c, v) in filter_points(*row).into_iter().enumerate() {
+                    block[r * ALPHA + c][q] = v as f32;
+                }
             }
         }
-        for (r, row) in gg.iter().enumerate() {
-            for (c, v) in filter_points(*row).into_iter().enumerate() {
-                out[(r * ALPHA + c) * plane + oi] = v as f32;
-            }
+        for (xi, row) in block.iter().enumerate() {
+            out[xi * plane + first..][..n].copy_from_slice(&row[..n]);
         }
+        first += n;
     }
 }
+
+/// Filters transformed per block by [`transform_filter`].
+const FILTER_BLOCK: usize = 64;
 
 /// `G x` for one column of three filter taps.
 fn filter_points([g0, g1, g2]: [f64; 3]) -> [f64; ALPHA] {
@@ -287,11 +305,7 @@ fn output_tiles(
     }
     let x0 = TILE * tx0;
     let valid = (TILE * ch).min(p.out_w - x0);
-    for a in 0..TILE {
-        let y = TILE * ty + a;
-        if y >= p.out_h {
-            break;
-        }
+    for (a, y) in (TILE * ty..p.out_h).take(TILE).enumerate() {
         // · A over the tiles of output row a: y[b][q], interleaved into one output row.
         let mut y4 = [[0f32; CHUNK]; TILE];
         output_points(core::array::from_fn(|j| &s[j][a][..]), &mut y4, ch);
