@@ -276,9 +276,11 @@ pub struct FreeConcats {
 /// Which `concat`s and `concat_from_seq`s can be free. Legal when the result is contiguous per
 /// part (every size before the axis is 1) and every part is a whole tensor that an op writes
 /// into storage of its own: not an input, parameter or view (reshape, sequence element), not
-/// an output, not dynamic, in no other free concatenation, listed once, 4-byte aligned in the
-/// result, and not produced from another part (whose bytes its op would then both read and
-/// write, which codegen would take for an in-place op).
+/// an output, not dynamic, in no other free concatenation, not itself the result of a free
+/// concatenation (its parts are members of *its* buffer, which would then have to be a member
+/// of this one: not supported, so the outer concatenation copies), listed once, 4-byte aligned
+/// in the result, and not produced from another part (whose bytes its op would then both read
+/// and write, which codegen would take for an in-place op).
 pub fn free_concats(g: &Graph) -> FreeConcats {
     let mut free = FreeConcats {
         concats: Vec::new(),
@@ -315,6 +317,7 @@ pub fn free_concats(g: &Graph) -> FreeConcats {
             };
             let fits = !parts[..j].contains(&p)
                 && free.part[p.index()].is_none()
+                && !free.concats.contains(&p)
                 && !outputs.contains(&p)
                 && !g.is_external(p)
                 && !producer.kind.is_alias()
