@@ -114,13 +114,14 @@ impl ConvAlgo {
 ///
 /// **The Winograd rule**, measured with the kernel benchmark (`-- 3x3/`, the 3x3 stride-1 layers
 /// of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet, thread CPU time, AMD EPYC Zen 4; see the
-/// README): Winograd F(4x4, 3x3) for a 3x3, stride-1, undilated, ungrouped convolution with at
-/// least 64 input and 64 output channels whose output has at least 49 4x4 tiles (28x28), or at
-/// least 16 tiles (14x14) when both channel counts are at least 128. Below that the transforms
-/// (linear in `c_in + c_out`) are not paid back by the cheaper products (quadratic), and the
-/// 36 GEMMs get too few columns to run at speed: 7x7 maps ran at half the im2col speed, 13x13
-/// with 64 input channels at 0.94 of it, while ResNet-50's 56x56, 28x28 and 14x14 layers ran
-/// 1.25-1.44x faster and VGG-19's 1.5-2.4x.
+/// README): Winograd F(4x4, 3x3) for a 3x3, stride-1, undilated, ungrouped convolution whose
+/// output has enough 4x4 tiles for its narrower channel count: 16 tiles (a 14x14 map) from 128
+/// channels in and out, 49 (28x28) from 64, 196 (56x56) from 32, never below 32. Below that the
+/// transforms (linear in `c_in + c_out`) are not paid back by the cheaper products (quadratic
+/// in the channels), and the 36 GEMMs get too few columns to run at speed: 7x7 maps ran at
+/// half the im2col speed, SqueezeNet's 13x13 layer with 64 input channels at 0.84 of it and
+/// DenseNet's 128 -> 32 at 28x28 at 1.06, while ResNet-50's 56x56, 28x28 and 14x14 layers ran
+/// 1.40-1.66x faster, DenseNet's 128 -> 32 at 56x56 1.41x and VGG-19's 1.4-2.5x.
 #[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
 pub fn conv_algo(
     kernel: [usize; 2],
@@ -140,11 +141,14 @@ pub fn conv_algo(
     }
     let shape = kernel == [3, 3] && stride == [1, 1] && dilation == [1, 1] && groups == 1;
     let tiles = oh.div_ceil(4).saturating_mul(ow.div_ceil(4));
-    let (narrow, tiles_needed) = (
-        c_in.min(c_out),
-        if c_in.min(c_out) >= 128 { 16 } else { 49 },
-    );
-    if shape && narrow >= 64 && tiles >= tiles_needed {
+    // The narrower the layer, the more tiles the transforms need to be paid back.
+    let tiles_needed = match c_in.min(c_out) {
+        128.. => 16,
+        64.. => 49,
+        32.. => 196,
+        _ => usize::MAX,
+    };
+    if shape && tiles >= tiles_needed {
         ConvAlgo::Winograd
     } else {
         ConvAlgo::Im2col
@@ -213,8 +217,12 @@ mod tests {
         assert_eq!(algo(3, 1, 1, 128, 128, 28), Winograd);
         assert_eq!(algo(3, 1, 1, 256, 256, 14), Winograd);
         assert_eq!(algo(3, 1, 1, 512, 512, 7), Im2col);
-        // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) and small maps.
-        assert_eq!(algo(3, 1, 1, 128, 32, 56), Im2col);
+        // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) need larger maps.
+        assert_eq!(algo(3, 1, 1, 128, 32, 56), Winograd); // 14x14 = 196 tiles
+        assert_eq!(algo(3, 1, 1, 128, 32, 28), Im2col);
+        assert_eq!(algo(3, 1, 1, 32, 128, 27), Im2col);
+        assert_eq!(algo(3, 1, 1, 16, 64, 55), Im2col);
+        assert_eq!(algo(3, 1, 1, 16, 16, 224), Im2col);
         assert_eq!(algo(3, 1, 1, 64, 256, 13), Im2col);
         assert_eq!(algo(3, 1, 1, 64, 64, 25), Winograd); // 7x7 = 49 tiles
         assert_eq!(algo(3, 1, 1, 64, 64, 24), Im2col); // 6x6 = 36 tiles

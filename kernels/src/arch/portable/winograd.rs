@@ -42,8 +42,20 @@ const ALPHA: usize = 6;
 /// Tiles of one tile row transformed together (bounds the stack temporaries).
 const CHUNK: usize = 32;
 
-/// Input columns a chunk of tiles reads.
-const SPAN: usize = TILE * CHUNK + 2;
+/// Input columns a chunk of tiles reads (`4 * CHUNK + 2`), rounded up to whole [`LANES`].
+const SPAN: usize = TILE * CHUNK + LANES;
+
+/// The widest vector (AVX-512's 16 floats). The element-wise loops run over a multiple of it
+/// within their fixed-size arrays, so that a chunk of, say, 14 tiles (a 56x56 map) is one
+/// vector iteration rather than a scalar remainder loop; the extra lanes compute on zeros or
+/// stale values and are never stored.
+const LANES: usize = 16;
+
+/// `n` rounded up to whole vectors, within an array of `cap` elements.
+#[inline(always)]
+fn whole_vectors(n: usize, cap: usize) -> usize {
+    n.next_multiple_of(LANES).min(cap)
+}
 
 /// `U[ξ][o][i] = (G g[o][i] Gᵀ)[ξ]`: the filters `weight` (`[c_out, c_in, 3, 3]`) in the
 /// Winograd domain, `[36, c_out, c_in]` in `out` (each point's `[c_out, c_in]` is the
@@ -107,7 +119,7 @@ fn filter_points([g0, g1, g2]: [f64; 3]) -> [f64; ALPHA] {
 /// `o[i][x] = (Bᵀ s[·][x])[i]` for `x < n`.
 #[inline(always)]
 fn input_points<const N: usize>(s: &[[f32; N]; ALPHA], o: &mut [[f32; N]; ALPHA], n: usize) {
-    for x in 0..n.min(N) {
+    for x in 0..whole_vectors(n, N) {
         let [d0, d1, d2, d3, d4, d5] = [s[0][x], s[1][x], s[2][x], s[3][x], s[4][x], s[5][x]];
         o[0][x] = 4.0 * d0 - 5.0 * d2 + d4;
         o[1][x] = -4.0 * (d1 + d2) + d3 + d4;
@@ -120,10 +132,9 @@ fn input_points<const N: usize>(s: &[[f32; N]; ALPHA], o: &mut [[f32; N]; ALPHA]
 
 /// `o[a][x] = (Aᵀ s[·][x])[a]` for `x < n`.
 #[inline(always)]
-fn output_points<const N: usize>(s: [&[f32]; ALPHA], o: &mut [[f32; N]; TILE], n: usize) {
-    let n = n.min(N);
-    let [m0, m1, m2, m3, m4, m5] = s.map(|r| &r[..n]);
-    for x in 0..n {
+fn output_points<const N: usize>(s: [&[f32; N]; ALPHA], o: &mut [[f32; N]; TILE], n: usize) {
+    let [m0, m1, m2, m3, m4, m5] = s;
+    for x in 0..whole_vectors(n, N) {
         let (p12, m12) = (m1[x] + m2[x], m1[x] - m2[x]);
         let (p34, m34) = (m3[x] + m4[x], m3[x] - m4[x]);
         o[0][x] = m0[x] + p12 + p34;
@@ -297,18 +308,22 @@ fn output_tiles(
     act: Activation,
     plane: &mut [f32],
 ) {
+    // The chunk's 36 products, copied into whole-vector arrays.
+    let mut mm = [[0f32; CHUNK]; POINTS];
+    for (xi, row) in mm.iter_mut().enumerate() {
+        row[..ch].copy_from_slice(&m[xi * point_stride + at..][..ch]);
+    }
     // Aᵀ M over the six rows of the domain, per column j: s[j][a][q].
     let mut s = [[[0f32; CHUNK]; TILE]; ALPHA];
     for (j, sj) in s.iter_mut().enumerate() {
-        let rows = core::array::from_fn(|i| &m[(i * ALPHA + j) * point_stride + at..][..ch]);
-        output_points(rows, sj, ch);
+        output_points(core::array::from_fn(|i| &mm[i * ALPHA + j]), sj, ch);
     }
     let x0 = TILE * tx0;
     let valid = (TILE * ch).min(p.out_w - x0);
     for (a, y) in (TILE * ty..p.out_h).take(TILE).enumerate() {
         // · A over the tiles of output row a: y[b][q], interleaved into one output row.
         let mut y4 = [[0f32; CHUNK]; TILE];
-        output_points(core::array::from_fn(|j| &s[j][a][..]), &mut y4, ch);
+        output_points(core::array::from_fn(|j| &s[j][a]), &mut y4, ch);
         let mut line = [0f32; TILE * CHUNK];
         for q in 0..ch {
             for (bcol, yb) in y4.iter().enumerate() {
