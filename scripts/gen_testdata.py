@@ -2,8 +2,8 @@
 
 kiln compiles networks written in its DSL at compile time, so the only way to know
 that the generated code computes the right numbers is to run the same network in an
-independent engine.  This script builds three small networks (`mlp`, `lenet`,
-`block`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
+independent engine.  This script builds four small networks (`mlp`, `lenet`,
+`block`, `wino`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
 optimisations disabled (so it computes exactly the graph we wrote, not a fused
 rewrite of it), and writes, for each network NAME, into `tests/data/`:
 
@@ -376,6 +376,29 @@ def build_block():
     return model, x, h, p.tensors
 
 
+def build_wino():
+    """Two 3x3 stride-1 convolutions wide enough for kiln's Winograd rule (64 channels,
+    at least 49 output tiles of 4x4): the first with a batch norm folded into it and a ReLU,
+    the second with asymmetric padding (ragged tiles at the bottom and right), a bias and a
+    leaky ReLU."""
+    p = Params(seed=1004)
+    p.conv("c1", 64, 64, 3, 3, bias=False)
+    p.batch_norm("bn1", 64)
+    p.conv("c2", 64, 64, 3, 3, bias=True)
+    x = p.input((1, 64, 28, 28))
+
+    g = Graph(p)
+    a = g.op("Relu", [g.batch_norm(g.conv("x", "c1", pads=(1, 1, 1, 1)), "bn1")])
+    b = g.op("LeakyRelu", [g.conv(a, "c2", pads=(2, 1, 1, 0))], alpha=0.1)
+    model = g.model("wino", x.shape, "x", b, (1, 64, 29, 27))
+
+    x64 = x.astype(np.float64)
+    a = relu(ref_bn(ref_conv(x64, p["c1.weight"], pads=(1, 1, 1, 1)), p, "bn1"))
+    b = leaky(ref_conv(a, p["c2.weight"], p["c2.bias"], pads=(2, 1, 1, 0)), 0.1)
+    assert b.shape == (1, 64, 29, 27)
+    return model, x, b, p.tensors
+
+
 # --------------------------------------------------------------------------------------
 # Running and writing
 # --------------------------------------------------------------------------------------
@@ -401,7 +424,8 @@ def write(path: Path, write_fn) -> None:
 
 def main() -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for name, build in (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block)):
+    for name, build in (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block),
+                        ("wino", build_wino)):
         model, x, ref, weights = build()
         y = run_onnxruntime(model, x)
         assert y.shape == ref.shape, f"{name}: onnxruntime shape {y.shape} vs reference {ref.shape}"

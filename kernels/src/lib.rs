@@ -75,3 +75,9 @@ pub use params::{
     WhereNd,
 };
 pub use table::{best, detect, for_isa, Isa, Kernels, PORTABLE};
+
+/// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel
+/// (the table's `conv2d_winograd` entry is each ISA's version of it).
+pub mod winograd {
+    pub use crate::arch::portable::winograd::{conv2d, transform_filter};
+}

@@ -203,6 +203,74 @@ impl Conv2d {
     pub(crate) const fn is_depthwise(&self) -> bool {
         self.c_in / self.groups == 1 && self.c_out / self.groups == 1
     }
+
+    /// Whether [`conv2d_winograd`](crate::winograd::conv2d) can run this convolution: a 3x3
+    /// window, stride 1, no dilation, one group (any padding).
+    pub const fn is_winograd_shape(&self) -> bool {
+        self.kh == 3
+            && self.kw == 3
+            && self.stride[0] == 1
+            && self.stride[1] == 1
+            && self.dilation[0] == 1
+            && self.dilation[1] == 1
+            && self.groups == 1
+    }
+
+    /// How the Winograd kernel blocks the output tiles of one image; see
+    /// [`winograd_scratch_len`](Self::winograd_scratch_len).
+    pub(crate) const fn winograd_blocks(&self) -> WinogradBlocks {
+        let tiles_x = self.out_w.div_ceil(WINOGRAD_TILE);
+        let tiles_y = self.out_h.div_ceil(WINOGRAD_TILE);
+        let rows = if tiles_x == 0 {
+            0
+        } else {
+            let want = WINOGRAD_BLOCK_TILES.div_ceil(tiles_x);
+            if want < tiles_y {
+                want
+            } else {
+                tiles_y
+            }
+        };
+        WinogradBlocks {
+            tiles_x,
+            tiles_y,
+            rows,
+        }
+    }
+
+    /// Number of `f32` of scratch [`winograd::conv2d`](crate::winograd::conv2d) needs.
+    ///
+    /// The compiler duplicates this formula (`kiln_dsl::contract::winograd_scratch`, checked by
+    /// a generated `const` assert and `tests/tests/scratch.rs`): with `tx = ceil(out_w / 4)`,
+    /// `ty = ceil(out_h / 4)` and a block of `rows = min(ty, ceil(96 / tx))` tile rows,
+    /// `36 * (c_in + c_out) * rows * tx` (the transformed input and the 36 products of one
+    /// block of tiles).
+    pub const fn winograd_scratch_len(&self) -> usize {
+        let b = self.winograd_blocks();
+        WINOGRAD_POINTS * (self.c_in + self.c_out) * b.rows * b.tiles_x
+    }
+}
+
+/// Output tile edge of Winograd F(4x4, 3x3).
+pub(crate) const WINOGRAD_TILE: usize = 4;
+
+/// Points of the 6x6 Winograd domain: one GEMM each.
+pub(crate) const WINOGRAD_POINTS: usize = 36;
+
+/// Output tiles the Winograd kernel transforms per block (rounded up to whole tile rows): the
+/// `n` of each of the block's 36 GEMMs. Big enough that the GEMM's packed panels are reused
+/// (ResNet-50's 56x56 layers: 7 rows of 14 tiles), small enough that a block of 64 channels
+/// stays about 1 MB.
+pub(crate) const WINOGRAD_BLOCK_TILES: usize = 96;
+
+/// The tiling of one image for the Winograd kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WinogradBlocks {
+    /// Tiles per row and per column of the output.
+    pub(crate) tiles_x: usize,
+    pub(crate) tiles_y: usize,
+    /// Tile rows per block.
+    pub(crate) rows: usize,
 }
 
 /// The widest vector, in `f32` lanes, of any SIMD depthwise kernel; the band buffer is sized

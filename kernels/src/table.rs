@@ -73,6 +73,9 @@ pub struct Kernels {
     pub isa: Isa,
     pub gemm: fn(usize, usize, usize, &[f32], &[f32], &mut [f32]),
     pub conv2d: fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
+    /// [`crate::winograd::conv2d`]: weights already through `winograd::transform_filter`.
+    pub conv2d_winograd:
+        fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
     pub dense: fn(usize, usize, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]),
     pub unary: fn(Activation, &[f32], &mut [f32]),
     pub unary_inplace: fn(Activation, &mut [f32]),
@@ -96,6 +99,7 @@ pub const PORTABLE: Kernels = {
         isa: Isa::Portable,
         gemm: p::gemm,
         conv2d: p::conv2d,
+        conv2d_winograd: p::winograd::conv2d,
         dense: p::dense,
         unary: p::unary,
         unary_inplace: p::unary_inplace,

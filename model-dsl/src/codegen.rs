@@ -149,9 +149,12 @@ impl Model<'_> {
             if let OpKind::Conv { .. } | OpKind::ConvTranspose { .. } = op.kind {
                 let geom = self.conv_geom(i);
                 let planned = self.planned.scratch[i].map_or(0, |k| self.plan.scratch[k].bytes / 4);
-                out.extend(
-                    quote! { const _: () = ::core::assert!(#planned >= #geom.scratch_len()); },
-                );
+                let len = if self.params.winograd[i].is_some() {
+                    quote! { winograd_scratch_len }
+                } else {
+                    quote! { scratch_len }
+                };
+                out.extend(quote! { const _: () = ::core::assert!(#planned >= #geom.#len()); });
             }
         }
         out
@@ -276,6 +279,26 @@ impl Model<'_> {
                 ::kiln::__private::kernels::fold_batch_norm(w, bias, g, b, m, v, #eps);
             }});
         }
+        // Then the Winograd convolutions' filter transforms, on the folded weights. (A kernel
+        // function, so that it can move to compile time for embedded weights.)
+        for (i, op) in self.graph.ops.iter().enumerate() {
+            let Some(u) = self.params.winograd[i] else {
+                continue;
+            };
+            let w = self
+                .params
+                .of_value(self.graph, op.args[1])
+                .expect("the IR verifier checked that weights are parameters");
+            let (c_in, c_out) = (
+                self.graph.shape(op.args[0]).channels(),
+                self.graph.shape(op.result()).channels(),
+            );
+            let (w, u) = (range(w), range(u));
+            out.extend(quote! {{
+                let ([w], [u]) = ::kiln::__private::io(__params, [#w], [#u]);
+                ::kiln::__private::kernels::winograd::transform_filter(#c_out, #c_in, w, u);
+            }});
+        }
         out
     }
 
@@ -367,7 +390,10 @@ impl Model<'_> {
                 } else {
                     quote! { &mut [] }
                 };
-                if kernel.len() == 3 {
+                if let Some(u) = self.params.winograd[i] {
+                    let u = range(u);
+                    quote! { (__k.conv2d_winograd)(&#geom, #x, &__params[#u], #b, #act, #scratch, out); }
+                } else if kernel.len() == 3 {
                     quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
                 } else {
                     quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }

@@ -92,3 +92,161 @@ pub fn conv_transpose_scratch(vol: usize, c_in: usize, c_out: usize, taps: usize
     vol.checked_mul(c_in)?
         .checked_add(vol.checked_mul(c_out)?.checked_mul(taps)?)
 }
+
+/// How a 2-D convolution is computed; chosen per layer by [`conv_algo`] from its constant
+/// geometry. (1-D convolutions run as 2-D ones of height 1; 3-D ones always as im2col + GEMM.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvAlgo {
+    /// A 1x1, stride-1, unpadded convolution: one GEMM straight on the activations, no im2col.
+    Pointwise,
+    /// One input and one output channel per group: direct loops (the SIMD band kernels).
+    Depthwise,
+    /// im2col (implicit in the SIMD kernels, which pack straight from the input) and a GEMM.
+    Im2col,
+    /// Winograd F(4x4, 3x3): `kiln_kernels::winograd`, with the filters transformed once when
+    /// the weights are prepared.
+    Winograd,
+}
+
+impl ConvAlgo {
+    /// How `Model::PLAN` names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ConvAlgo::Pointwise => "gemm on the input (1x1, no im2col)",
+            ConvAlgo::Depthwise => "depthwise, direct",
+            ConvAlgo::Im2col => "im2col + gemm",
+            ConvAlgo::Winograd => "winograd F(4x4,3x3)",
+        }
+    }
+}
+
+/// The algorithm for a 2-D convolution (`c_in`, `c_out` in all, not per group).
+///
+/// **The Winograd rule**, measured with the kernel benchmark (`-- 3x3/`, the 3x3 stride-1 layers
+/// of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet, thread CPU time, AMD EPYC Zen 4; see the
+/// README): Winograd F(4x4, 3x3) for a 3x3, stride-1, undilated, ungrouped convolution whose
+/// output has enough 4x4 tiles for its narrower channel count: 16 tiles (a 14x14 map) from 128
+/// channels in and out, 49 (28x28) from 64, 196 (56x56) from 32, never below 32. Below that the
+/// transforms (linear in `c_in + c_out`) are not paid back by the cheaper products (quadratic
+/// in the channels), and the 36 GEMMs get too few columns to run at speed: 7x7 maps ran at
+/// half the im2col speed, SqueezeNet's 13x13 layer with 64 input channels at 0.84 of it and
+/// DenseNet's 128 -> 32 at 28x28 at 1.06, while ResNet-50's 56x56, 28x28 and 14x14 layers ran
+/// 1.40-1.66x faster, DenseNet's 128 -> 32 at 56x56 1.41x and VGG-19's 1.4-2.5x.
+#[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
+pub fn conv_algo(
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pad: [usize; 4],
+    groups: usize,
+    c_in: usize,
+    c_out: usize,
+    [oh, ow]: [usize; 2],
+) -> ConvAlgo {
+    if kernel == [1, 1] && stride == [1, 1] && pad == [0; 4] {
+        return ConvAlgo::Pointwise;
+    }
+    if groups > 0 && c_in / groups == 1 && c_out / groups == 1 {
+        return ConvAlgo::Depthwise;
+    }
+    let shape = kernel == [3, 3] && stride == [1, 1] && dilation == [1, 1] && groups == 1;
+    let tiles = oh.div_ceil(4).saturating_mul(ow.div_ceil(4));
+    // The narrower the layer, the more tiles the transforms need to be paid back.
+    let tiles_needed = match c_in.min(c_out) {
+        128.. => 16,
+        64.. => 49,
+        32.. => 196,
+        _ => usize::MAX,
+    };
+    if shape && tiles >= tiles_needed {
+        ConvAlgo::Winograd
+    } else {
+        ConvAlgo::Im2col
+    }
+}
+
+/// f32 elements of scratch `kiln_kernels::winograd::conv2d` needs, or `None` on overflow: with
+/// `tx = ceil(ow / 4)`, `ty = ceil(oh / 4)` and `rows = min(ty, ceil(96 / tx))` tile rows per
+/// block, `36 * (c_in + c_out) * rows * tx` (a copy of `Conv2d::winograd_scratch_len`).
+pub fn winograd_scratch(c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> Option<usize> {
+    let (tx, ty) = (ow.div_ceil(4), oh.div_ceil(4));
+    let rows = if tx == 0 {
+        0
+    } else {
+        96usize.div_ceil(tx).min(ty)
+    };
+    36usize
+        .checked_mul(c_in.checked_add(c_out)?)?
+        .checked_mul(rows)?
+        .checked_mul(tx)
+}
+
+/// f32 elements of scratch a 2-D convolution needs with the algorithm `algo` (`c_in` and
+/// `c_out` in all): [`winograd_scratch`] or [`conv_scratch`].
+#[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
+pub fn conv2d_scratch(
+    algo: ConvAlgo,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    pad: [usize; 4],
+    groups: usize,
+    c_in: usize,
+    c_out: usize,
+    out: [usize; 2],
+) -> Option<usize> {
+    match algo {
+        ConvAlgo::Winograd => winograd_scratch(c_in, c_out, out),
+        _ => conv_scratch(
+            kernel,
+            stride,
+            dilation,
+            pad,
+            c_in / groups.max(1),
+            c_out / groups.max(1),
+            out,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn algo(k: usize, s: usize, groups: usize, c_in: usize, c_out: usize, hw: usize) -> ConvAlgo {
+        let pad = [k / 2; 4];
+        conv_algo([k, k], [s, s], [1, 1], pad, groups, c_in, c_out, [hw, hw])
+    }
+
+    /// The rule on the layers it was measured on (see `conv_algo`'s doc) and its edges.
+    #[test]
+    fn winograd_where_it_was_measured_to_win() {
+        use ConvAlgo::*;
+        // ResNet-50's 3x3 stride-1 layers: all but the 7x7 one.
+        assert_eq!(algo(3, 1, 1, 64, 64, 56), Winograd);
+        assert_eq!(algo(3, 1, 1, 128, 128, 28), Winograd);
+        assert_eq!(algo(3, 1, 1, 256, 256, 14), Winograd);
+        assert_eq!(algo(3, 1, 1, 512, 512, 7), Im2col);
+        // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) need larger maps.
+        assert_eq!(algo(3, 1, 1, 128, 32, 56), Winograd); // 14x14 = 196 tiles
+        assert_eq!(algo(3, 1, 1, 128, 32, 28), Im2col);
+        assert_eq!(algo(3, 1, 1, 32, 128, 27), Im2col);
+        assert_eq!(algo(3, 1, 1, 16, 64, 55), Im2col);
+        assert_eq!(algo(3, 1, 1, 16, 16, 224), Im2col);
+        assert_eq!(algo(3, 1, 1, 64, 256, 13), Im2col);
+        assert_eq!(algo(3, 1, 1, 64, 64, 25), Winograd); // 7x7 = 49 tiles
+        assert_eq!(algo(3, 1, 1, 64, 64, 24), Im2col); // 6x6 = 36 tiles
+        assert_eq!(algo(3, 1, 1, 128, 128, 13), Winograd); // 16 tiles, wide
+        assert_eq!(algo(3, 1, 1, 128, 128, 12), Im2col); // 9 tiles
+                                                         // Never for strides, other windows, groups or dilation.
+        assert_eq!(algo(3, 2, 1, 256, 256, 56), Im2col);
+        assert_eq!(algo(5, 1, 1, 256, 256, 56), Im2col);
+        assert_eq!(algo(3, 1, 2, 256, 256, 56), Im2col);
+        let dilated = conv_algo([3, 3], [1, 1], [2, 2], [2; 4], 1, 64, 64, [56, 56]);
+        assert_eq!(dilated, Im2col);
+        // The other branches, in the kernels' order (pointwise before depthwise).
+        assert_eq!(algo(1, 1, 1, 64, 64, 56), Pointwise);
+        assert_eq!(algo(1, 1, 64, 64, 64, 56), Pointwise);
+        assert_eq!(algo(3, 1, 64, 64, 64, 56), Depthwise);
+    }
+}

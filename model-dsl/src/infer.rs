@@ -12,7 +12,7 @@
 //! (inputs, parameters, results, scratch) stays far enough below `isize::MAX` that no size,
 //! offset or total computed from the shapes later can overflow.
 
-use crate::contract::{conv3d_scratch, conv_scratch, conv_transpose_scratch};
+use crate::contract::{conv2d_scratch, conv3d_scratch, conv_algo, conv_transpose_scratch};
 use crate::diag::{plural, Errors, Loc};
 use crate::ir::{
     as_2d, pad_2d, BinOp, Graph, Kind, Op, OpKind, Padding, PoolKind, Producer, ReshapeTo, SeqVal,
@@ -418,7 +418,7 @@ impl Infer<'_, '_> {
                 }
                 let (p, out) = self.window(name, op.loc, x, kernel, stride, dilation, pad)?;
                 let c_out = args[1].dims[0];
-                let (ci, co) = (*c_in / *groups, c_out / *groups);
+                let ci = *c_in / *groups;
                 let scratch = if n == 3 {
                     conv3d_scratch(
                         to3(kernel),
@@ -428,14 +428,11 @@ impl Infer<'_, '_> {
                         to3(&out),
                     )
                 } else {
-                    conv_scratch(
-                        as_2d(kernel, 1),
-                        as_2d(stride, 1),
-                        as_2d(dilation, 1),
-                        pad_2d(&p),
-                        ci,
-                        co,
-                        as_2d(&out, 1),
+                    let geom = (as_2d(kernel, 1), as_2d(stride, 1), as_2d(dilation, 1));
+                    let (pad, out) = (pad_2d(&p), as_2d(&out, 1));
+                    let algo = conv_algo(geom.0, geom.1, geom.2, pad, *groups, *c_in, c_out, out);
+                    conv2d_scratch(
+                        algo, geom.0, geom.1, geom.2, pad, *groups, *c_in, c_out, out,
                     )
                 };
                 *pad = Padding::Explicit(p);

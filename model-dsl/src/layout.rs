@@ -7,13 +7,46 @@
 //! values of the graph but never arena bytes: they are left out of the problem, and
 //! [`Planned::slot`] maps the graph's values to the problem's.
 
-use crate::contract::{conv3d_scratch, conv_scratch, conv_transpose_scratch};
+use crate::contract::{
+    conv2d_scratch, conv3d_scratch, conv_algo as algo_2d, conv_transpose_scratch, ConvAlgo,
+};
 use crate::ir::{as_2d, pad_2d, Graph, Op, OpKind, ParamId, Producer, ValueId};
 use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 
+/// The algorithm of a 1-D or 2-D convolution op ([`crate::contract::conv_algo`] on its
+/// geometry, 1-D as 2-D of height 1); `None` for any other op and for 3-D convolutions (always
+/// im2col + GEMM).
+pub fn conv_algo(g: &Graph, op: &Op) -> Option<ConvAlgo> {
+    let OpKind::Conv {
+        kernel,
+        stride,
+        dilation,
+        pad,
+        groups,
+        ..
+    } = &op.kind
+    else {
+        return None;
+    };
+    if kernel.len() == 3 {
+        return None;
+    }
+    let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
+    Some(algo_2d(
+        as_2d(kernel, 1),
+        as_2d(stride, 1),
+        as_2d(dilation, 1),
+        pad_2d(pad.resolved()),
+        *groups,
+        x.channels(),
+        y.channels(),
+        as_2d(y.spatial_dims(), 1),
+    ))
+}
+
 /// f32 elements of scratch an op needs (only a convolution has any), from
-/// [`crate::contract::conv_scratch`] (1-D runs as 2-D of height 1),
-/// [`crate::contract::conv3d_scratch`] or [`crate::contract::conv_transpose_scratch`].
+/// [`crate::contract::conv2d_scratch`] for the algorithm [`conv_algo`] chose (1-D runs as 2-D
+/// of height 1), [`crate::contract::conv3d_scratch`] or [`crate::contract::conv_transpose_scratch`].
 pub fn scratch_len(g: &Graph, op: &Op) -> usize {
     if let OpKind::ConvTranspose { kernel, groups, .. } = &op.kind {
         let x = g.shape(op.args[0]);
@@ -36,23 +69,26 @@ pub fn scratch_len(g: &Graph, op: &Op) -> usize {
     };
     let x = g.shape(op.args[0]);
     let y = g.shape(op.result());
-    let (c_in, c_out) = (x.channels() / groups, y.channels() / groups);
     let out = y.spatial_dims();
     // Inference rejects a convolution whose scratch size overflows, so this never saturates.
-    if kernel.len() == 3 {
-        let three = |v: &[usize]| -> [usize; 3] { v.try_into().expect("3-D") };
-        let pad = pad.resolved().try_into().expect("3-D padding has 6 sides");
-        conv3d_scratch(three(kernel), three(stride), pad, c_in, three(out))
-    } else {
-        conv_scratch(
+    match conv_algo(g, op) {
+        None => {
+            let three = |v: &[usize]| -> [usize; 3] { v.try_into().expect("3-D") };
+            let pad = pad.resolved().try_into().expect("3-D padding has 6 sides");
+            let c_in = x.channels() / groups;
+            conv3d_scratch(three(kernel), three(stride), pad, c_in, three(out))
+        }
+        Some(algo) => conv2d_scratch(
+            algo,
             as_2d(kernel, 1),
             as_2d(stride, 1),
             as_2d(dilation, 1),
             pad_2d(pad.resolved()),
-            c_in,
-            c_out,
+            *groups,
+            x.channels(),
+            y.channels(),
             as_2d(out, 1),
-        )
+        ),
     }
     .unwrap_or(usize::MAX)
 }
@@ -253,9 +289,11 @@ pub struct FreeConcats {
 /// Which `concat`s and `concat_from_seq`s can be free. Legal when the result is contiguous per
 /// part (every size before the axis is 1) and every part is a whole tensor that an op writes
 /// into storage of its own: not an input, parameter or view (reshape, sequence element), not
-/// an output, not dynamic, in no other free concatenation, listed once, 4-byte aligned in the
-/// result, and not produced from another part (whose bytes its op would then both read and
-/// write, which codegen would take for an in-place op).
+/// an output, not dynamic, in no other free concatenation, not itself the result of a free
+/// concatenation (its parts are members of *its* buffer, which would then have to be a member
+/// of this one: not supported, so the outer concatenation copies), listed once, 4-byte aligned
+/// in the result, and not produced from another part (whose bytes its op would then both read
+/// and write, which codegen would take for an in-place op).
 pub fn free_concats(g: &Graph) -> FreeConcats {
     let mut free = FreeConcats {
         concats: Vec::new(),
@@ -295,6 +333,7 @@ pub fn free_concats(g: &Graph) -> FreeConcats {
             };
             let fits = !parts[..j].contains(&p)
                 && free.part[p.index()].is_none()
+                && !free.concats.contains(&p)
                 && !outputs.contains(&p)
                 && !g.is_external(p)
                 && !producer.kind.is_alias()
@@ -376,6 +415,9 @@ pub struct ParamLayout {
     pub bias: Vec<Option<Slot>>,
     /// Per op: (scale, shift) of a standalone batch norm.
     pub scale_shift: Vec<Option<(Slot, Slot)>>,
+    /// Per op: the filters of a Winograd convolution in the Winograd domain (`[36, c_out,
+    /// c_in]`, computed from the weights after any batch-norm folding).
+    pub winograd: Vec<Option<Slot>>,
     pub len: usize,
 }
 
@@ -401,6 +443,7 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
     let params = g.params.iter().map(|p| alloc(p.shape.elements())).collect();
     let mut bias = Vec::new();
     let mut scale_shift = Vec::new();
+    let mut winograd = Vec::new();
     for op in &g.ops {
         let c = g.shape(op.result()).channels();
         bias.push(match &op.kind {
@@ -420,11 +463,16 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
             OpKind::BatchNorm { .. } => Some((alloc(c), alloc(c))),
             _ => None,
         });
+        winograd.push(
+            (conv_algo(g, op) == Some(ConvAlgo::Winograd))
+                .then(|| alloc(36 * c * g.shape(op.args[0]).channels())),
+        );
     }
     ParamLayout {
         params,
         bias,
         scale_shift,
+        winograd,
         len,
     }
 }

@@ -66,6 +66,29 @@ pub struct Variant {
     pub plan: plan::Plan,
 }
 
+impl Variant {
+    /// One line per 1-D/2-D convolution saying which algorithm runs it (the compiler's choice,
+    /// `contract::conv_algo`), for `Model::PLAN`; empty without convolutions.
+    fn conv_algorithms(&self) -> String {
+        let g = &self.graph;
+        let mut out = String::new();
+        for op in &g.ops {
+            let Some(algo) = layout::conv_algo(g, op) else {
+                continue;
+            };
+            if out.is_empty() {
+                out.push_str("conv algorithms:\n");
+            }
+            let slot = self.planned.slot[op.result().index()];
+            let name =
+                slot.map_or_else(String::new, |s| self.planned.problem.values[s].name.clone());
+            let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
+            out.push_str(&format!("  {name}: {} -> {}: {}\n", x, y, algo.describe()));
+        }
+        out
+    }
+}
+
 impl Compiled {
     /// The printed memory plan (what `Model::PLAN` holds): one per variant, each under its
     /// binding when there are symbols.
@@ -76,6 +99,7 @@ impl Compiled {
                 out.push_str(&format!("variant {}:\n", v.label));
             }
             out.push_str(&v.plan.render(&v.planned.problem));
+            out.push_str(&v.conv_algorithms());
         }
         out
     }

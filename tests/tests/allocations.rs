@@ -3,7 +3,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln_tests::{golden, Block, LeNet};
+use kiln_tests::{golden, Block, LeNet, Wino};
 
 struct Counting;
 
@@ -60,4 +60,13 @@ fn inference_does_not_allocate() {
         std::hint::black_box(y.as_slice());
     });
     assert_eq!(n, 0, "LeNet::run_in allocated {n} times");
+
+    // Winograd layers: their scratch is the arena's, their filters were transformed in `new`.
+    let wino_io = golden("wino");
+    let mut wino = Wino::new();
+    let n = allocations_during(|| {
+        let y = wino.run(&wino_io.x).unwrap();
+        std::hint::black_box(y.as_slice());
+    });
+    assert_eq!(n, 0, "Wino::run allocated {n} times");
 }

@@ -1,7 +1,7 @@
 //! kiln's outputs against onnxruntime's on the same networks and weights
 //! (`scripts/gen_testdata.py` and `scripts/train_digits.py` made the reference files).
 
-use kiln_tests::{assert_close, golden, Block, Digits32, LeNet, Mlp};
+use kiln_tests::{assert_close, golden, Block, Digits32, LeNet, Mlp, Wino};
 
 #[test]
 fn mlp_matches_onnxruntime() {
@@ -28,6 +28,27 @@ fn block_matches_onnxruntime() {
     let y = model.run(&g.x).unwrap();
     assert_eq!(y.shape(), g.y_shape.as_slice());
     assert_close(&y, &g.y);
+}
+
+/// The Winograd path (filters transformed after the batch-norm fold, ragged tiles, fused
+/// epilogues) within the same tolerance as every other network, under whichever ISA
+/// `KILN_ISA` selects (CI runs the suite per ISA).
+#[test]
+fn winograd_convolutions_match_onnxruntime() {
+    assert_eq!(
+        Wino::PLAN.matches("winograd F(4x4,3x3)").count(),
+        2,
+        "both convolutions should run as Winograd:\n{}",
+        Wino::PLAN
+    );
+    let g = golden("wino");
+    let mut model = Wino::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+    // Run-time weights go through the same preparation (fold, then transform).
+    let mut model = Wino::from_safetensors(&kiln_tests::data_file("wino.safetensors")).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
 }
 
 #[test]

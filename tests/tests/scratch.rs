@@ -6,7 +6,8 @@
 //! (`conv3d_scratch` against `Conv3d::scratch_len`): pointwise or not, by window, stride,
 //! padding, groups and output volume. (A 1-D convolution runs as a 2-D one of height 1.) And
 //! for the transposed convolution (`conv_transpose_scratch` against `ConvTranspose::scratch_len`)
-//! by input volume, kernel, channels and groups.
+//! by input volume, kernel, channels and groups, and the Winograd kernel's (`winograd_scratch`
+//! against `Conv2d::winograd_scratch_len`).
 
 use kiln_kernels::{Conv2d, Conv3d, ConvTranspose};
 
@@ -128,4 +129,37 @@ fn compiler_and_kernels_agree_on_conv3d_scratch() {
         }
     }
     assert_eq!(checked, 4 * 3 * 4 * 4 * 3);
+}
+
+/// The Winograd kernel's scratch (`Conv2d::winograd_scratch_len`) against the compiler's copy
+/// (`contract::winograd_scratch`), over maps below, at and above one block of 96 tiles and
+/// one chunk of 32 tiles per row, and ragged tile edges.
+#[test]
+fn compiler_and_kernels_agree_on_winograd_scratch() {
+    let mut checked = 0;
+    for (c_in, c_out) in [(1, 1), (64, 64), (3, 200), (512, 128)] {
+        for oh in [0, 1, 4, 7, 13, 28, 56, 129] {
+            for ow in [0, 1, 5, 14, 40, 127, 130, 224] {
+                let p = Conv2d {
+                    batch: 1,
+                    c_in,
+                    h: oh,
+                    w: ow,
+                    c_out,
+                    kh: 3,
+                    kw: 3,
+                    stride: [1, 1],
+                    dilation: [1, 1],
+                    pad: [1; 4],
+                    groups: 1,
+                    out_h: oh,
+                    out_w: ow,
+                };
+                let dsl = kiln_dsl::contract::winograd_scratch(c_in, c_out, [oh, ow]);
+                assert_eq!(dsl, Some(p.winograd_scratch_len()), "{p:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 8 * 8);
 }

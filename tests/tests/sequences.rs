@@ -480,6 +480,35 @@ fn concatenations_of_computed_parts_are_free() {
     assert_close(&cat, &want_cat);
 }
 
+kiln::network! {
+    /// A concatenation of a concatenation (DenseNet's pattern: each layer concatenates the
+    /// previous concatenation with a new feature map). A free concatenation's result cannot
+    /// also be a member of a second one (its parts would be placed in a buffer of their own,
+    /// and the first concat emits no copy), so the second one copies.
+    pub net ChainedConcat(x: tensor<f32[2,8]>) -> tensor<f32[6,8]> {
+        let a = relu(x);
+        let b = tanh(x);
+        let c = concat(a, b, axis = 0);
+        let d = exp(x);
+        let e = concat(c, d, axis = 0);
+        mul(e, 2.0)
+    }
+}
+
+#[test]
+fn a_concatenation_of_a_concatenation_is_computed() {
+    let x: Vec<f32> = (0..16).map(|i| i as f32 / 4.0 - 2.0).collect();
+    let want: Vec<f32> = x
+        .iter()
+        .map(|v| v.max(0.0))
+        .chain(x.iter().map(|v| v.tanh()))
+        .chain(x.iter().map(|v| v.exp()))
+        .map(|v| 2.0 * v)
+        .collect();
+    let mut m = ChainedConcat::new();
+    assert_close(&m.run(&x).unwrap(), &want);
+}
+
 /// A sequence saved as one safetensors file (`<name>.0`, `<name>.1`, ...) reads back equal,
 /// and the file is what the `safetensors` crate itself reads.
 #[test]

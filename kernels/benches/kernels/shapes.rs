@@ -20,14 +20,21 @@ pub enum Family {
     ResnetConv,
     /// MobileNet-v2's depthwise convolutions through the table's `conv2d`.
     MobilenetDw,
+    /// The 3x3 stride-1 layers of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet through the
+    /// table's `conv2d` (im2col GEMM), to compare with [`Family::Winograd`] case by case.
+    Im2col3x3,
+    /// The same layers through `conv2d_winograd` (flops counted as the direct convolution's).
+    Winograd,
 }
 
 impl Family {
-    pub const ALL: [Family; 4] = [
+    pub const ALL: [Family; 6] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
         Family::MobilenetDw,
+        Family::Im2col3x3,
+        Family::Winograd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -36,6 +43,8 @@ impl Family {
             Family::ResnetGemm => "resnet50_gemm",
             Family::ResnetConv => "resnet50_conv2d",
             Family::MobilenetDw => "mobilenetv2_dw",
+            Family::Im2col3x3 => "im2col3x3",
+            Family::Winograd => "winograd3x3",
         }
     }
 }
@@ -47,6 +56,8 @@ pub enum Op {
     Gemm { m: usize, n: usize, k: usize },
     /// A convolution with bias and the activation the real network fuses into it.
     Conv(Conv2d, Activation),
+    /// The same through the Winograd kernel, on filters transformed once beforehand.
+    Winograd(Conv2d, Activation),
 }
 
 /// One line of the benchmark.
@@ -63,7 +74,7 @@ impl Case {
     pub fn flops(&self) -> f64 {
         match self.op {
             Op::Gemm { m, n, k } => 2.0 * (m * n * k) as f64,
-            Op::Conv(p, _) => {
+            Op::Conv(p, _) | Op::Winograd(p, _) => {
                 let per_out = (p.c_in / p.groups) * p.kh * p.kw;
                 2.0 * (p.batch * p.c_out * p.out_h * p.out_w * per_out) as f64
             }
@@ -76,8 +87,8 @@ impl Case {
     pub fn crate_gemm(&self) -> Option<(usize, usize, usize)> {
         match self.op {
             Op::Gemm { m, n, k } => Some((m, n, k)),
-            Op::Conv(p, _) if p.groups == 1 => Some(conv_as_gemm(&p)),
-            Op::Conv(..) => None,
+            Op::Conv(p, _) | Op::Winograd(p, _) if p.groups == 1 => Some(conv_as_gemm(&p)),
+            Op::Conv(..) | Op::Winograd(..) => None,
         }
     }
 }
@@ -174,6 +185,29 @@ const MOBILENET_V2_DW: [(usize, usize, usize); 10] = [
     (960, 7, 1),
 ];
 
+/// The distinct 3x3 stride-1 convolutions (padding 1) of ResNet-50, VGG-19 (but its 3-channel
+/// stem), DenseNet-121 and SqueezeNet 1.0 (its expand layers), as `(network, c_in, c_out,
+/// input size)`: channel counts from 16 to 512 and maps from 7 to 224, which is what the
+/// compiler's Winograd rule is measured on.
+const CONV3X3: [(&str, usize, usize, usize); 16] = [
+    ("resnet50", 64, 64, 56),
+    ("resnet50", 128, 128, 28),
+    ("resnet50", 256, 256, 14),
+    ("resnet50", 512, 512, 7),
+    ("vgg19", 64, 64, 224),
+    ("vgg19", 128, 128, 112),
+    ("vgg19", 256, 256, 56),
+    ("vgg19", 512, 512, 28),
+    ("vgg19", 512, 512, 14),
+    ("densenet121", 128, 32, 56),
+    ("densenet121", 128, 32, 28),
+    ("densenet121", 128, 32, 14),
+    ("densenet121", 128, 32, 7),
+    ("squeezenet", 16, 64, 55),
+    ("squeezenet", 32, 128, 27),
+    ("squeezenet", 64, 256, 13),
+];
+
 /// Every case, in the order they are run and printed.
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -209,6 +243,27 @@ pub fn all() -> Vec<Case> {
             name: format!("resnet50/conv2d/{}", layer.name()),
             family: Family::ResnetConv,
             op: Op::Conv(layer.conv(), Activation::Relu),
+        });
+    }
+    // Each layer twice, im2col then Winograd, so that one filter (`3x3`) runs both.
+    for &(net, c_in, c_out, h) in &CONV3X3 {
+        let layer = Layer {
+            c_in,
+            c_out,
+            h,
+            k: 3,
+            stride: 1,
+            groups: 1,
+        };
+        cases.push(Case {
+            name: format!("3x3/im2col/{net}/{}", layer.name()),
+            family: Family::Im2col3x3,
+            op: Op::Conv(layer.conv(), Activation::Relu),
+        });
+        cases.push(Case {
+            name: format!("3x3/winograd/{net}/{}", layer.name()),
+            family: Family::Winograd,
+            op: Op::Winograd(layer.conv(), Activation::Relu),
         });
     }
     for &(c, h, stride) in &MOBILENET_V2_DW {

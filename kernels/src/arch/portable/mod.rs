@@ -16,6 +16,7 @@ mod norm;
 mod pool;
 mod reduce;
 mod shape;
+pub(crate) mod winograd; // `conv2d_with`, for every ISA's entry with its own GEMM.
 
 pub use conv::conv2d;
 pub use conv_nd::{avg_pool3d, conv3d, max_pool3d};

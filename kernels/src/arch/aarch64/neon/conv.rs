@@ -167,3 +167,27 @@ fn im2col(p: &Conv2d, cig: usize, src: &[f32], cols: &mut [f32]) {
         }
     }
 }
+
+/// The portable [`winograd::conv2d`](crate::winograd::conv2d) with the NEON GEMM for the 36
+/// products (NEON is aarch64's baseline, so the transforms vectorise without a
+/// `#[target_feature]`).
+pub(crate) fn conv2d_winograd(
+    p: &Conv2d,
+    input: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    crate::arch::portable::winograd::conv2d_with(
+        super::gemm::gemm,
+        p,
+        input,
+        u,
+        bias,
+        act,
+        scratch,
+        out,
+    );
+}

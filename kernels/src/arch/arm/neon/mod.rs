@@ -20,6 +20,20 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.gemm = gemm::gemm;
     k.dense = dense::dense;
     k.conv2d = conv2d;
+    k.conv2d_winograd = conv2d_winograd;
+}
+
+/// The portable [`winograd::conv2d`](crate::winograd::conv2d) with the NEON GEMM underneath.
+fn conv2d_winograd(
+    p: &Conv2d,
+    input: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    crate::arch::portable::winograd::conv2d_with(gemm::gemm, p, input, u, bias, act, scratch, out);
 }
 
 /// The portable [`conv2d`](crate::conv2d) with the NEON GEMM underneath; same contract.

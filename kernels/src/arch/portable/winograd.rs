@@ -1,0 +1,336 @@
+//! Winograd F(4x4, 3x3) convolution for 3x3, stride-1, ungrouped layers: [`transform_filter`]
+//! (once, when the weights are prepared) and [`conv2d_with`] (per run).
+//!
+//! Algorithm sketch (Lavin & Gray 2016, with the interpolation points 0, ±1, ±2, ∞ that
+//! NNPACK and ncnn use). Every 4x4 output tile is `Y = Aᵀ [U ⊙ V] A` with `U = G g Gᵀ` the
+//! 6x6 transformed filter and `V = Bᵀ d B` the transformed 6x6 input patch (the tile plus a
+//! 2-pixel halo). Summed over input channels, the element-wise product becomes, for each of the
+//! 36 points `ξ` of the 6x6 domain, a matrix product:
+//!
+//! ```text
+//! for each block of whole tile rows (about 96 tiles, WINOGRAD_BLOCK_TILES):
+//!     V[ξ][c_in][tile]   = Bᵀ d B           for every input channel and tile of the block
+//!     M[ξ][c_out][tile]  = U[ξ][c_out][c_in] · V[ξ][c_in][tile]    36 GEMMs (the ISA's GEMM)
+//!     out[c_out][tile]   = act(Aᵀ M A + bias)  written back into the NCHW output
+//! ```
+//!
+//! That is 36 multiply-adds per input channel and output channel per 16 outputs instead of
+//! 144: a quarter of the direct convolution's arithmetic, paid for with the two transforms
+//! (linear in the channel counts, not in their product) and a less accurate result (the
+//! transforms scale values by up to 8 and 1/24; the tests bound the error against the direct
+//! convolution).
+//!
+//! The transforms are separable: the input transform first combines six input rows into six
+//! rows (`Bᵀ d`, contiguous over all the tiles of a tile row, so it vectorises), then splits
+//! each row into its tiles (`· B`, gathered into per-column-phase arrays so that it vectorises
+//! over tiles too). The output transform does the same in reverse. Every temporary is a
+//! fixed-size stack array over a chunk of at most [`CHUNK`] tiles, so the scratch is only `V`
+//! and `M` (see [`Conv2d::winograd_scratch_len`]).
+//!
+//! The functions are `#[inline(always)]` so that the AVX2 and AVX-512 entry points, which call
+//! them inside `#[target_feature]` functions, get the transforms compiled for their vectors.
+
+use super::epilogue::epilogue_from;
+use super::matmul::GemmFn;
+use crate::len::holds;
+use crate::params::{WINOGRAD_POINTS as POINTS, WINOGRAD_TILE as TILE};
+use crate::{Activation, Conv2d};
+
+/// Edge of the transformed domain: a 4x4 tile plus the 3x3 window's halo.
+const ALPHA: usize = 6;
+
+/// Tiles of one tile row transformed together (bounds the stack temporaries).
+const CHUNK: usize = 32;
+
+/// Input columns a chunk of tiles reads (`4 * CHUNK + 2`), rounded up to whole [`LANES`].
+const SPAN: usize = TILE * CHUNK + LANES;
+
+/// The widest vector (AVX-512's 16 floats). The element-wise loops run over a multiple of it
+/// within their fixed-size arrays, so that a chunk of, say, 14 tiles (a 56x56 map) is one
+/// vector iteration rather than a scalar remainder loop; the extra lanes compute on zeros or
+/// stale values and are never stored.
+const LANES: usize = 16;
+
+/// `n` rounded up to whole vectors, within an array of `cap` elements.
+#[inline(always)]
+fn whole_vectors(n: usize, cap: usize) -> usize {
+    n.next_multiple_of(LANES).min(cap)
+}
+
+/// `U[ξ][o][i] = (G g[o][i] Gᵀ)[ξ]`: the filters `weight` (`[c_out, c_in, 3, 3]`) in the
+/// Winograd domain, `[36, c_out, c_in]` in `out` (each point's `[c_out, c_in]` is the
+/// left-hand matrix of its GEMM). Run once when the weights are prepared, after any batch-norm
+/// folding.
+///
+/// Panics if `weight` or `out` is shorter than that.
+pub fn transform_filter(c_out: usize, c_in: usize, weight: &[f32], out: &mut [f32]) {
+    assert!(
+        holds(weight.len(), &[c_out, c_in, 9]) && holds(out.len(), &[POINTS, c_out, c_in]),
+        "winograd::transform_filter: short slice for {c_out}x{c_in}"
+    );
+    let plane = c_out * c_in;
+    // Filters are done in blocks, so that each point's results are written as one contiguous
+    // run rather than one scattered float per filter (this runs at load time, on up to tens of
+    // megabytes of filters).
+    let mut block = [[0f32; FILTER_BLOCK]; POINTS];
+    let mut first = 0;
+    while first < plane {
+        let n = FILTER_BLOCK.min(plane - first);
+        for (q, g) in weight[9 * first..9 * (first + n)]
+            .chunks_exact(9)
+            .enumerate()
+        {
+            // G g (6x3), then (G g) Gᵀ (6x6), in f64 so the filter adds no rounding of its own.
+            let mut gg = [[0f64; 3]; ALPHA];
+            for col in 0..3 {
+                let c = filter_points([g[col], g[3 + col], g[6 + col]].map(f64::from));
+                for (r, v) in c.into_iter().enumerate() {
+                    gg[r][col] = v;
+                }
+            }
+            for (r, row) in gg.iter().enumerate() {
+                for (c, v) in filter_points(*row).into_iter().enumerate() {
+                    block[r * ALPHA + c][q] = v as f32;
+                }
+            }
+        }
+        for (xi, row) in block.iter().enumerate() {
+            out[xi * plane + first..][..n].copy_from_slice(&row[..n]);
+        }
+        first += n;
+    }
+}
+
+/// Filters transformed per block by [`transform_filter`].
+const FILTER_BLOCK: usize = 64;
+
+/// `G x` for one column of three filter taps.
+fn filter_points([g0, g1, g2]: [f64; 3]) -> [f64; ALPHA] {
+    [
+        g0 / 4.0,
+        -(g0 + g1 + g2) / 6.0,
+        -(g0 - g1 + g2) / 6.0,
+        g0 / 24.0 + g1 / 12.0 + g2 / 6.0,
+        g0 / 24.0 - g1 / 12.0 + g2 / 6.0,
+        g2,
+    ]
+}
+
+/// `o[i][x] = (Bᵀ s[·][x])[i]` for `x < n`.
+#[inline(always)]
+fn input_points<const N: usize>(s: &[[f32; N]; ALPHA], o: &mut [[f32; N]; ALPHA], n: usize) {
+    for x in 0..whole_vectors(n, N) {
+        let [d0, d1, d2, d3, d4, d5] = [s[0][x], s[1][x], s[2][x], s[3][x], s[4][x], s[5][x]];
+        o[0][x] = 4.0 * d0 - 5.0 * d2 + d4;
+        o[1][x] = -4.0 * (d1 + d2) + d3 + d4;
+        o[2][x] = 4.0 * (d1 - d2) - d3 + d4;
+        o[3][x] = 2.0 * (d3 - d1) - d2 + d4;
+        o[4][x] = 2.0 * (d1 - d3) - d2 + d4;
+        o[5][x] = 4.0 * d1 - 5.0 * d3 + d5;
+    }
+}
+
+/// `o[a][x] = (Aᵀ s[·][x])[a]` for `x < n`.
+#[inline(always)]
+fn output_points<const N: usize>(s: [&[f32; N]; ALPHA], o: &mut [[f32; N]; TILE], n: usize) {
+    let [m0, m1, m2, m3, m4, m5] = s;
+    for x in 0..whole_vectors(n, N) {
+        let (p12, m12) = (m1[x] + m2[x], m1[x] - m2[x]);
+        let (p34, m34) = (m3[x] + m4[x], m3[x] - m4[x]);
+        o[0][x] = m0[x] + p12 + p34;
+        o[1][x] = m12 + 2.0 * m34;
+        o[2][x] = p12 + 4.0 * p34;
+        o[3][x] = m12 + 8.0 * m34 + m5[x];
+    }
+}
+
+/// Convolution of a 3x3, stride-1, ungrouped layer ([`Conv2d::is_winograd_shape`]) with the
+/// filters already in the Winograd domain (`u` from [`transform_filter`]); otherwise as
+/// [`crate::conv2d`]: `input` `[batch, c_in, h, w]`, zero padding, `bias` `[c_out]`, the
+/// activation after the bias, `out` `[batch, c_out, out_h, out_w]`. `scratch` needs
+/// [`Conv2d::winograd_scratch_len`] elements; its contents on entry do not matter.
+///
+/// Panics if the geometry is not a Winograd one or a slice is too short.
+pub fn conv2d(
+    p: &Conv2d,
+    input: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    conv2d_with(super::gemm::gemm, p, input, u, bias, act, scratch, out);
+}
+
+/// [`conv2d`] with the 36 products done by `gemm` (the portable [`super::gemm`]'s contract).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the GEMM.
+pub(crate) fn conv2d_with(
+    gemm: GemmFn,
+    p: &Conv2d,
+    input: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    assert!(
+        p.is_winograd_shape(),
+        "winograd::conv2d: not a 3x3 stride-1 ungrouped conv {p:?}"
+    );
+    let b = p.winograd_blocks();
+    assert!(
+        holds(input.len(), &[p.batch, p.c_in, p.h, p.w])
+            && holds(u.len(), &[POINTS, p.c_out, p.c_in])
+            && bias.is_none_or(|b| b.len() >= p.c_out)
+            && holds(out.len(), &[p.batch, p.c_out, p.out_h, p.out_w])
+            && p.c_in
+                .checked_add(p.c_out)
+                .is_some_and(|c| { holds(scratch.len(), &[POINTS, c, b.rows, b.tiles_x]) }),
+        "winograd::conv2d: short slice for {p:?}"
+    );
+    if b.rows == 0 || p.c_out == 0 {
+        return;
+    }
+    let (in_plane, out_plane) = (p.h * p.w, p.out_h * p.out_w);
+    let (v_all, m_all) = scratch.split_at_mut(POINTS * p.c_in * b.rows * b.tiles_x);
+    let mut ty0 = 0;
+    while ty0 < b.tiles_y {
+        let rows = b.rows.min(b.tiles_y - ty0);
+        let nt = rows * b.tiles_x;
+        let v = &mut v_all[..POINTS * p.c_in * nt];
+        let m = &mut m_all[..POINTS * p.c_out * nt];
+        for n in 0..p.batch {
+            let image = &input[n * p.c_in * in_plane..][..p.c_in * in_plane];
+            for c in 0..p.c_in {
+                let plane = &image[c * in_plane..][..in_plane];
+                for r in 0..rows {
+                    let mut tx0 = 0;
+                    while tx0 < b.tiles_x {
+                        let ch = CHUNK.min(b.tiles_x - tx0);
+                        let at = c * nt + r * b.tiles_x + tx0;
+                        input_tiles(p, plane, ty0 + r, tx0, ch, v, at, p.c_in * nt);
+                        tx0 += ch;
+                    }
+                }
+            }
+            for xi in 0..POINTS {
+                let a = &u[xi * p.c_out * p.c_in..][..p.c_out * p.c_in];
+                let bm = &v[xi * p.c_in * nt..][..p.c_in * nt];
+                let cm = &mut m[xi * p.c_out * nt..][..p.c_out * nt];
+                gemm(p.c_out, nt, p.c_in, a, bm, cm);
+            }
+            let dst = &mut out[n * p.c_out * out_plane..][..p.c_out * out_plane];
+            for co in 0..p.c_out {
+                let shift = bias.map_or(0.0, |b| b[co]);
+                let plane = &mut dst[co * out_plane..][..out_plane];
+                for r in 0..rows {
+                    let mut tx0 = 0;
+                    while tx0 < b.tiles_x {
+                        let ch = CHUNK.min(b.tiles_x - tx0);
+                        let at = co * nt + r * b.tiles_x + tx0;
+                        output_tiles(p, m, at, p.c_out * nt, ty0 + r, tx0, ch, shift, act, plane);
+                        tx0 += ch;
+                    }
+                }
+            }
+        }
+        ty0 += rows;
+    }
+}
+
+/// Transforms tiles `tx0..tx0 + ch` of tile row `ty` of one input channel `plane` into
+/// `v[ξ * point_stride + at + q]` for tile `q` of the chunk.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn input_tiles(
+    p: &Conv2d,
+    plane: &[f32],
+    ty: usize,
+    tx0: usize,
+    ch: usize,
+    v: &mut [f32],
+    at: usize,
+    point_stride: usize,
+) {
+    let width = TILE * ch + 2;
+    // The six input rows the tile row reads, zero outside the image (that is the padding).
+    let mut d = [[0f32; SPAN]; ALPHA];
+    // Input column of the chunk's first column: 4 * tx0 - pad_left, possibly negative.
+    let x0 = (TILE * tx0) as isize - p.pad[1] as isize;
+    let lo = (-x0).clamp(0, width as isize) as usize;
+    let hi = (p.w as isize - x0).clamp(lo as isize, width as isize) as usize;
+    for (r, row) in d.iter_mut().enumerate() {
+        let y = (TILE * ty + r) as isize - p.pad[0] as isize;
+        if y < 0 || y >= p.h as isize || lo == hi {
+            continue;
+        }
+        let src = &plane[y as usize * p.w..][..p.w];
+        let s0 = (x0 + lo as isize) as usize;
+        row[lo..hi].copy_from_slice(&src[s0..s0 + (hi - lo)]);
+    }
+    // Bᵀ d over the rows, for every column at once.
+    let mut t = [[0f32; SPAN]; ALPHA];
+    input_points(&d, &mut t, width);
+    // · B over each row's tiles: gather the six column phases of the tiles, then combine.
+    for (i, row) in t.iter().enumerate() {
+        let mut ph = [[0f32; CHUNK]; ALPHA];
+        for q in 0..ch {
+            let cols = &row[TILE * q..TILE * q + ALPHA];
+            for k in 0..ALPHA {
+                ph[k][q] = cols[k];
+            }
+        }
+        let mut o = [[0f32; CHUNK]; ALPHA];
+        input_points(&ph, &mut o, ch);
+        for (j, oj) in o.iter().enumerate() {
+            let start = (i * ALPHA + j) * point_stride + at;
+            v[start..start + ch].copy_from_slice(&oj[..ch]);
+        }
+    }
+}
+
+/// The inverse of [`input_tiles`] for one output channel: tiles `tx0..tx0 + ch` of tile row
+/// `ty` from `m[ξ * point_stride + at + q]`, plus `shift`, through `act`, into `plane`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn output_tiles(
+    p: &Conv2d,
+    m: &[f32],
+    at: usize,
+    point_stride: usize,
+    ty: usize,
+    tx0: usize,
+    ch: usize,
+    shift: f32,
+    act: Activation,
+    plane: &mut [f32],
+) {
+    // The chunk's 36 products, copied into whole-vector arrays.
+    let mut mm = [[0f32; CHUNK]; POINTS];
+    for (xi, row) in mm.iter_mut().enumerate() {
+        row[..ch].copy_from_slice(&m[xi * point_stride + at..][..ch]);
+    }
+    // Aᵀ M over the six rows of the domain, per column j: s[j][a][q].
+    let mut s = [[[0f32; CHUNK]; TILE]; ALPHA];
+    for (j, sj) in s.iter_mut().enumerate() {
+        output_points(core::array::from_fn(|i| &mm[i * ALPHA + j]), sj, ch);
+    }
+    let x0 = TILE * tx0;
+    let valid = (TILE * ch).min(p.out_w - x0);
+    for (a, y) in (TILE * ty..p.out_h).take(TILE).enumerate() {
+        // · A over the tiles of output row a: y[b][q], interleaved into one output row.
+        let mut y4 = [[0f32; CHUNK]; TILE];
+        output_points(core::array::from_fn(|j| &s[j][a]), &mut y4, ch);
+        let mut line = [0f32; TILE * CHUNK];
+        for q in 0..ch {
+            for (bcol, yb) in y4.iter().enumerate() {
+                line[TILE * q + bcol] = yb[q];
+            }
+        }
+        let dst = &mut plane[y * p.out_w + x0..][..valid];
+        epilogue_from(&line[..valid], dst, 1.0, shift, act);
+    }
+}
