@@ -25,6 +25,7 @@ pub mod infer;
 pub mod ir;
 pub mod layout;
 pub mod plan;
+pub mod prepare;
 pub mod safetensors;
 pub mod syntax;
 pub mod verify;
@@ -266,6 +267,13 @@ pub fn pipeline(
 /// The Rust code of a compiled network: its type, named and shaped as `sig` says.
 pub fn generate(c: &Compiled, sig: &codegen::Signature) -> TokenStream {
     let plan_text = c.plan_text();
+    let steps = prepare::steps(&c.variants[0].graph, &c.params);
+    // Embedded weights are prepared now; if the prepared file cannot be written, the model
+    // prepares them in `new()` instead (the `prepare` module says why that is only a fallback).
+    let embedded = c
+        .weights
+        .as_ref()
+        .and_then(|w| prepare::embed(w, &c.params, &steps, &sig.name.to_string()).ok());
     let variants: Vec<codegen::Model> = c
         .variants
         .iter()
@@ -277,6 +285,8 @@ pub fn generate(c: &Compiled, sig: &codegen::Signature) -> TokenStream {
             plan_text: &plan_text,
             params: &c.params,
             weights: c.weights.as_ref(),
+            steps: &steps,
+            embedded: embedded.as_ref(),
             label: &v.label,
         })
         .collect();

@@ -10,10 +10,50 @@
 //!
 //! Both decode little-endian `f32`s one value at a time, so the file data need not be aligned and
 //! big-endian hosts read the same numbers.
+//!
+//! A model whose weights the compiler could prepare at build time needs neither: it embeds the
+//! prepared buffer itself (folded, in the kernels' layout, little-endian `f32`s, 64-byte
+//! aligned) and [`params_in_place`] reads it where it lies in the binary, so `new()` copies
+//! nothing and the pages are only touched when a run reads them. [`Params`] is the model's
+//! parameter storage either way.
 
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
+use crate::arena::AlignedBuf;
 use crate::Error;
+
+/// A model's prepared parameters: a buffer it owns (loaded and prepared at run time) or the
+/// prepared bytes embedded in the binary, borrowed for the program's lifetime.
+#[derive(Debug)]
+pub enum Params {
+    Owned(AlignedBuf),
+    Static(&'static [f32]),
+}
+
+impl Params {
+    /// The prepared values.
+    pub fn as_slice(&self) -> &[f32] {
+        match self {
+            Params::Owned(b) => b.as_slice(),
+            Params::Static(s) => s,
+        }
+    }
+}
+
+/// The parameters of a model whose prepared buffer the compiler embedded: `bytes` are its
+/// little-endian `f32`s. On a little-endian target with the bytes 4-aligned (generated code
+/// wraps them in [`crate::__private::Aligned`]) they are read in place; otherwise (a big-endian
+/// target) they are decoded once into an owned buffer.
+pub fn params_in_place(bytes: &'static [u8]) -> Params {
+    if cfg!(target_endian = "little") {
+        if let Ok(values) = bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            return Params::Static(values);
+        }
+    }
+    let mut owned = AlignedBuf::zeroed(bytes.len() / 4);
+    copy_le(bytes, owned.as_mut_slice());
+    Params::Owned(owned)
+}
 
 /// Where one parameter tensor comes from in the weights file and goes in the parameter buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +337,24 @@ mod tests {
         let mut params = [7.0f32; 11];
         load_embedded(&shifted, &specs, &mut params);
         assert_eq!(params, EXPECTED);
+    }
+
+    #[test]
+    fn prepared_bytes_are_read_in_place_when_aligned() {
+        static BYTES: crate::__private::Aligned<[u8; 12]> = crate::__private::Aligned([
+            0, 0, 128, 63, // 1.0
+            0, 0, 0, 192, // -2.0
+            0, 0, 64, 64, // 3.0
+        ]);
+        let p = params_in_place(&BYTES.0);
+        assert_eq!(p.as_slice(), [1.0, -2.0, 3.0]);
+        if cfg!(target_endian = "little") {
+            assert!(matches!(p, Params::Static(s) if s.as_ptr().cast() == BYTES.0.as_ptr()));
+        }
+        // Misaligned bytes (not what generated code passes) are decoded into a copy.
+        let p = params_in_place(&BYTES.0[1..9]);
+        assert!(matches!(p, Params::Owned(_)));
+        assert_eq!(p.as_slice().len(), 2);
     }
 
     #[test]
