@@ -35,6 +35,9 @@
 //! * **conv_nd** — [`conv3d`] (im2col + the table's GEMM, [`Conv3d::scratch_len`]),
 //!   [`max_pool3d`], [`avg_pool3d`] (with dilation).
 //!
+//! Weights a table's `conv2d` reads in a layout of its own ([`Kernels::weights`]) are put there
+//! once by [`pack`], when a model prepares its parameters, never by a run.
+//!
 //! Activations ([`Activation`]) are fused into the producing kernel through one shared epilogue.
 //! [`math`] has the `no_std` `exp`/`tanh`/`sigmoid`/`sqrt`/`log`/`erf` they need.
 //!
@@ -51,6 +54,7 @@ pub mod arch;
 mod dtype;
 mod len;
 pub mod math;
+pub mod pack;
 mod params;
 mod table;
 
@@ -66,6 +70,7 @@ pub use arch::portable::{
     transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd, GemmFn,
 };
 pub use dtype::{Element, GatherIndex, Num};
+pub use pack::WeightLayout;
 pub use params::{
     Activation, BinaryNd, BinaryOp, Broadcast, CompareOp, Conv2d, Conv3d, Expand, GatherError,
     MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath, WhereNd,

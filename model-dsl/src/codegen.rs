@@ -11,7 +11,7 @@ use quote::{format_ident, quote};
 use crate::ir::{as_2d, pad_2d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId};
 use crate::layout::{self, table_binary, ParamLayout, Planned};
 use crate::plan::{Plan, ValuePlacement};
-use crate::prepare::{range, Embedded, Step};
+use crate::prepare::{self, range, ConvWeights, Embedded, Step};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
 
@@ -277,6 +277,8 @@ impl Model<'_> {
                 };
                 if kernel.len() == 3 {
                     quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
+                } else if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {
+                    quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
                 } else {
                     quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
                 }
@@ -1376,6 +1378,11 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     let (embedded, new_fn) = match (m.weights, m.embedded) {
         // Prepared at compile time: `new` borrows the embedded buffer where it lies.
         (Some(w), Some(e)) => {
+            let packed = prepare::packed(m.steps);
+            let p_start = packed.iter().map(|p| p.0);
+            let p_groups = packed.iter().map(|p| p.1);
+            let p_m = packed.iter().map(|p| p.2);
+            let p_k = packed.iter().map(|p| p.3);
             let path = e.path.to_string_lossy().into_owned();
             let len = e.len;
             let source = w.path.to_string_lossy().into_owned();
@@ -1398,7 +1405,9 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                     #[doc = #doc]
                     #[must_use]
                     pub fn new() -> Self {
-                        Self::from_parts(::kiln::__private::params_in_place(&__PREPARED.0), ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4))
+                        let __k = ::kiln::__private::kernels::best();
+                        let params = ::kiln::__private::params_in_place(&__PREPARED.0, __k.weights, &[#((#p_start, #p_groups, #p_m, #p_k)),*]);
+                        Self::from_parts(params, ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4), __k)
                     }
                 },
             )
@@ -1514,22 +1523,24 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
 
                 /// Prepares loaded weights (`prepare`), then builds the model around them.
                 fn with_params(mut params: ::kiln::__private::AlignedBuf, arena: ::kiln::__private::AlignedBuf) -> Self {
-                    Self::prepare(params.as_mut_slice());
-                    Self::from_parts(::kiln::__private::Params::Owned(params), arena)
+                    // The ISA is chosen once, here (or in `new`); `run` never detects.
+                    let __k = ::kiln::__private::kernels::best();
+                    Self::prepare(__k, params.as_mut_slice());
+                    Self::from_parts(::kiln::__private::Params::Owned(params), arena, __k)
                 }
 
-                /// The model around prepared parameters.
-                fn from_parts(params: ::kiln::__private::Params, arena: ::kiln::__private::AlignedBuf) -> Self {
+                /// The model around parameters prepared for the kernels `__k`.
+                fn from_parts(params: ::kiln::__private::Params, arena: ::kiln::__private::AlignedBuf, __k: &'static ::kiln::__private::kernels::Kernels) -> Self {
                     Self {
                         params,
                         arena,
-                        // The ISA is chosen once, here; `run` never detects.
-                        kernels: ::kiln::__private::kernels::best(),
+                        kernels: __k,
                         #dyn_init
                     }
                 }
 
-                fn prepare(__params: &mut [f32]) {
+                #[allow(unused_variables)]
+                fn prepare(__k: &::kiln::__private::kernels::Kernels, __params: &mut [f32]) {
                     #prepare
                 }
 

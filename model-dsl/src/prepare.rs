@@ -4,7 +4,8 @@
 //! A model's parameter buffer (`layout::ParamLayout`) starts as the file's tensors at their
 //! slots; [`steps`] lists what then happens to it, one [`Step`] per weight operand that needs
 //! it (a batch norm folded into its conv or dense layer, a standalone batch norm's statistics
-//! turned into a scale and a shift). The list is data, and it is executed in two places by
+//! turned into a scale and a shift, a convolution's weights put into the layout the kernels'
+//! GEMM reads in place, `kiln_kernels::pack`). The list is data, and it is executed in two places by
 //! the same `kiln_kernels` functions:
 //!
 //! - at compile time, by [`embed`], for a network with embedded weights: the macro (or the
@@ -15,8 +16,14 @@
 //!   for an embedded model whose buffer could not be written at compile time (see below).
 //!
 //! This is the seam for every other "prepare the weights once" transform (a Winograd filter
-//! transform, a pre-packed panel layout): a new `Step` variant with its `tokens` and `run`,
-//! chosen per operand in [`steps`]; both paths pick it up.
+//! transform, another packed layout): a new `Step` variant with its `tokens` and `run`,
+//! chosen per operand in [`steps`] (and, when it changes what the kernel reads, in the
+//! per-op choice codegen asks for, like [`conv_weights`]); both paths pick it up.
+//!
+//! Packed layouts depend on the kernel table, which is chosen at run time. The embedded buffer
+//! holds them in [`EMBEDDED_LAYOUT`], the x86 AVX2/AVX-512 tables' (they share it); `new()`
+//! with any other table (portable, NEON) converts a copy, once. Load-time preparation packs
+//! straight into the table's layout.
 //!
 //! Where the prepared file goes: `$OUT_DIR/kiln-prepared/` when the crate has a build script,
 //! else `kiln-prepared/` in rustc's `--out-dir` (Cargo's `target/<profile>/deps`). A process
@@ -36,6 +43,8 @@ use std::path::{Path, PathBuf};
 
 use proc_macro2::TokenStream;
 use quote::quote;
+
+use kiln_kernels::pack::WeightLayout;
 
 use crate::ir::{Graph, OpKind};
 use crate::layout::{ParamLayout, Slot};
@@ -60,11 +69,73 @@ pub enum Step {
         scale: Slot,
         shift: Slot,
     },
+    /// A convolution's weights, `groups` row-major `m x k` matrices, go into the layout the
+    /// table's `conv2d` reads ([`kiln_kernels::pack`]); at compile time, into
+    /// `EMBEDDED_LAYOUT`, which `new()` converts from if the table wants another. Always
+    /// after every fold (folds scale rows).
+    Layout {
+        weight: Slot,
+        groups: usize,
+        m: usize,
+        k: usize,
+    },
+}
+
+/// The layout embedded buffers hold packed weights in (`kiln_runtime`'s `EMBEDDED_LAYOUT`,
+/// which generated code passes to `params_in_place`): the x86 SIMD tables' layout.
+pub const EMBEDDED_LAYOUT: WeightLayout = WeightLayout::DepthBlocked;
+
+/// How a convolution reads its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvWeights {
+    /// Every layout is the same bytes (depthwise, one depth block) or not a `conv2d` (3-D).
+    AsGiven,
+    /// Through the table, in its layout (a [`Step::Layout`] put them there).
+    Packed,
+    /// Shared with a reader that needs another layout: left as given, and the conv calls the
+    /// portable kernel, which reads them so, rather than the table's.
+    Portable,
+}
+
+/// The GEMM matrix `(groups, m, k)` of conv op `op` if its layout matters (a 1-D or 2-D conv,
+/// not depthwise, deeper than one block).
+fn conv_matrix(graph: &Graph, op: usize) -> Option<(usize, usize, usize)> {
+    let op = &graph.ops[op];
+    let OpKind::Conv { kernel, groups, .. } = &op.kind else {
+        return None;
+    };
+    let w = &graph.shape(op.args[1]).dims;
+    if kernel.len() > 2 || w.len() < 2 || *groups == 0 {
+        return None;
+    }
+    let (m, cig) = (w[0] / groups, w[1]);
+    let k = cig * kernel.iter().product::<usize>();
+    let deep = kiln_kernels::pack::depth_blocks(k).0 > 1;
+    (deep && !(cig == 1 && m == 1)).then_some((*groups, m, k))
+}
+
+/// How conv op `op` reads its weights: packed unless another op reads the same parameter in
+/// another way.
+pub fn conv_weights(graph: &Graph, op: usize) -> ConvWeights {
+    let Some(matrix) = conv_matrix(graph, op) else {
+        return ConvWeights::AsGiven;
+    };
+    let w = graph.ops[op].args[1];
+    let agree = graph.ops.iter().enumerate().all(|(j, other)| {
+        !other.args.contains(&w)
+            || (other.args.get(1) == Some(&w) && conv_matrix(graph, j) == Some(matrix))
+    });
+    if agree {
+        ConvWeights::Packed
+    } else {
+        ConvWeights::Portable
+    }
 }
 
 /// The steps that prepare `graph`'s parameters laid out as `params`, in op order.
 pub fn steps(graph: &Graph, params: &ParamLayout) -> Vec<Step> {
     let mut out = Vec::new();
+    let mut layouts = Vec::new();
     for (i, op) in graph.ops.iter().enumerate() {
         let slot = |k: usize| {
             params
@@ -107,8 +178,39 @@ pub fn steps(graph: &Graph, params: &ParamLayout) -> Vec<Step> {
             }
             _ => {}
         }
+        if let (ConvWeights::Packed, Some((groups, m, k))) =
+            (conv_weights(graph, i), conv_matrix(graph, i))
+        {
+            let step = Step::Layout {
+                weight: slot(1),
+                groups,
+                m,
+                k,
+            };
+            // A parameter several convs read is laid out once.
+            if !layouts.contains(&step) {
+                layouts.push(step);
+            }
+        }
     }
+    out.extend(layouts);
     out
+}
+
+/// The packed matrices, as `params_in_place` takes them: `(start, groups, m, k)`.
+pub fn packed(steps: &[Step]) -> Vec<(usize, usize, usize, usize)> {
+    steps
+        .iter()
+        .filter_map(|s| match *s {
+            Step::Layout {
+                weight,
+                groups,
+                m,
+                k,
+            } => Some((weight.start, groups, m, k)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `start..end` of a slot, as tokens.
@@ -155,6 +257,17 @@ impl Step {
                     ::kiln::__private::kernels::batch_norm_scale_shift(g, b, m, v, #eps, scale, shift);
                 }}
             }
+            Step::Layout {
+                weight,
+                groups,
+                m,
+                k,
+            } => {
+                let w = range(weight);
+                quote! {
+                    ::kiln::__private::pack_weights(__k.weights, #groups, #m, #k, &mut __params[#w]);
+                }
+            }
         }
     }
 
@@ -180,6 +293,16 @@ impl Step {
                 let [g, b, m, v] = stats.map(|s| buf[s.start..s.end()].to_vec());
                 let (scale, shift) = two_mut(buf, scale, shift);
                 kiln_kernels::batch_norm_scale_shift(&g, &b, &m, &v, eps, scale, shift);
+            }
+            Step::Layout {
+                weight,
+                groups,
+                m,
+                k,
+            } => {
+                let w = &mut buf[weight.start..weight.end()];
+                let rows = w.to_vec();
+                kiln_kernels::pack::pack(EMBEDDED_LAYOUT, groups, m, k, &rows, w);
             }
         }
     }

@@ -1,7 +1,7 @@
 //! kiln's outputs against onnxruntime's on the same networks and weights
 //! (`scripts/gen_testdata.py` and `scripts/train_digits.py` made the reference files).
 
-use kiln_tests::{assert_close, golden, Block, Digits32, LeNet, Mlp};
+use kiln_tests::{assert_close, golden, Block, Deep, Digits32, LeNet, Mlp};
 
 #[test]
 fn mlp_matches_onnxruntime() {
@@ -28,6 +28,19 @@ fn block_matches_onnxruntime() {
     let y = model.run(&g.x).unwrap();
     assert_eq!(y.shape(), g.y_shape.as_slice());
     assert_close(&y, &g.y);
+}
+
+/// Weights stored pre-packed (`kiln_kernels::pack`): embedded (prepared at compile time, read
+/// in place or converted for the table `new` picks) and loaded at run time (packed then).
+#[test]
+fn packed_weights_match_onnxruntime() {
+    let g = golden("deep");
+    let mut model = Deep::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+    let mut model = Deep::from_safetensors(&kiln_tests::data_file("deep.safetensors")).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
 }
 
 #[test]

@@ -47,7 +47,7 @@ use std::hint::black_box;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use kiln_kernels::{for_isa, Isa, Kernels, PORTABLE};
+use kiln_kernels::{for_isa, pack, Isa, Kernels, WeightLayout, PORTABLE};
 
 use shapes::{Case, Family, Op};
 
@@ -162,6 +162,9 @@ enum Data {
         /// The right-hand matrix of the crates' GEMM (the size of the im2col matrix); the
         /// left-hand one is `weight`, already `[c_out, c_in * kh * kw]`.
         b: Vec<f32>,
+        /// `weight` as the x86 tables read it (`WeightLayout::DepthBlocked`), packed once as a
+        /// model does when it prepares its parameters, outside the timed runs.
+        blocked: Vec<f32>,
     },
 }
 
@@ -172,14 +175,20 @@ impl Data {
                 a: random(m * k, 1),
                 b: random(k * n, 2),
             },
-            Op::Conv(p, _) => Data::Conv {
-                input: random(p.batch * p.c_in * p.h * p.w, 3),
-                weight: random(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4),
-                bias: random(p.c_out, 5),
-                b: case
-                    .crate_gemm()
-                    .map_or_else(Vec::new, |(_, n, k)| random(k * n, 6)),
-            },
+            Op::Conv(p, _) => {
+                let weight = random(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4);
+                let mut blocked = vec![0.0; weight.len()];
+                pack::pack_conv2d(WeightLayout::DepthBlocked, &p, &weight, &mut blocked);
+                Data::Conv {
+                    input: random(p.batch * p.c_in * p.h * p.w, 3),
+                    weight,
+                    bias: random(p.c_out, 5),
+                    b: case
+                        .crate_gemm()
+                        .map_or_else(Vec::new, |(_, n, k)| random(k * n, 6)),
+                    blocked,
+                }
+            }
         }
     }
 
@@ -202,9 +211,16 @@ fn run(k: &Kernels, op: &Op, data: &Data, scratch: &mut [f32], out: &mut [f32]) 
                 input,
                 weight,
                 bias,
+                blocked,
                 ..
             },
-        ) => (k.conv2d)(p, input, weight, Some(bias), *act, scratch, out),
+        ) => {
+            let w = match k.weights {
+                WeightLayout::Rows => weight,
+                WeightLayout::DepthBlocked => blocked,
+            };
+            (k.conv2d)(p, input, w, Some(bias), *act, scratch, out)
+        }
         _ => unreachable!("Data::new builds the data for its op"),
     }
 }

@@ -108,21 +108,24 @@ const _: () = {
             mut params: ::kiln::__private::AlignedBuf,
             arena: ::kiln::__private::AlignedBuf,
         ) -> Self {
-            Self::prepare(params.as_mut_slice());
-            Self::from_parts(::kiln::__private::Params::Owned(params), arena)
+            let __k = ::kiln::__private::kernels::best();
+            Self::prepare(__k, params.as_mut_slice());
+            Self::from_parts(::kiln::__private::Params::Owned(params), arena, __k)
         }
-        /// The model around prepared parameters.
+        /// The model around parameters prepared for the kernels `__k`.
         fn from_parts(
             params: ::kiln::__private::Params,
             arena: ::kiln::__private::AlignedBuf,
+            __k: &'static ::kiln::__private::kernels::Kernels,
         ) -> Self {
             Self {
                 params,
                 arena,
-                kernels: ::kiln::__private::kernels::best(),
+                kernels: __k,
             }
         }
-        fn prepare(__params: &mut [f32]) {}
+        #[allow(unused_variables)]
+        fn prepare(__k: &::kiln::__private::kernels::Kernels, __params: &mut [f32]) {}
         /// Runs the network in the model's own arena. Allocates nothing.
         #[allow(clippy::too_many_arguments)]
         pub fn run<X0: ?Sized + ::kiln::__private::AsInput<f32>>(

@@ -18,6 +18,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.gemm = gemm::gemm;
     k.dense = gemm::dense;
     k.conv2d = conv::conv2d;
+    k.weights = crate::pack::WeightLayout::DepthBlocked;
     k.unary = eltwise::unary;
     k.unary_inplace = eltwise::unary_inplace;
     k.binary = eltwise::binary;
