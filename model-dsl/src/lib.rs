@@ -2,16 +2,17 @@
 //!
 //! The pipeline ([`compile`]) is: parse ([`syntax`]) → build the graph ([`front::dsl`]) →
 //! infer types and shapes ([`infer`]) → check the weights file ([`weights`]) → fold and fuse
-//! ([`fuse`]) → plan memory ([`layout`], [`plan`]) → verify the plan ([`verify`]) → generate
-//! Rust ([`codegen`]). The IR ([`ir`]) is checked by its verifier after inference and after
+//! ([`fuse`]) → plan memory ([`layout`], [`plan`]) → verify the plan ([`verify`]) → prepare
+//! the weights ([`prepare`]: at compile time when they are embedded) → generate Rust
+//! ([`codegen`]). The IR ([`ir`]) is checked by its verifier after inference and after
 //! fusion. User mistakes are [`diag::Diag`]s at locations the front end renders (for the macro,
 //! `syn::Error`s at the user's tokens), collected across the whole network; a broken invariant
 //! is an internal error, reported as such with the IR or the plan attached.
 //!
 //! Modules import only from lower layers: (1) `diag`, `contract`, `syntax`, `plan`,
 //! `safetensors`; (2) `ir`, `verify`; (3) the passes `infer`, `fuse`, `weights`, `layout`;
-//! (4) `alias` (on `layout`), `front`, `codegen`; (5) this file, the driver (ARCHITECTURE.md
-//! has the details).
+//! (4) `alias` (on `layout`), `front`, `prepare` (on `layout`, `weights`); (5) `codegen`;
+//! (6) this file, the driver (ARCHITECTURE.md has the details).
 
 pub mod alias;
 #[cfg(feature = "build")]
