@@ -3,7 +3,7 @@
 kiln compiles networks written in its DSL at compile time, so the only way to know
 that the generated code computes the right numbers is to run the same network in an
 independent engine.  This script builds four small networks (`mlp`, `lenet`,
-`block`, `wino`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
+`block`, `wino`, `deep`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
 optimisations disabled (so it computes exactly the graph we wrote, not a fused
 rewrite of it), and writes, for each network NAME, into `tests/data/`:
 
@@ -399,6 +399,37 @@ def build_wino():
     return model, x, b, p.tensors
 
 
+def build_deep():
+    """Convolutions deeper than one block of the x86 GEMM (k = c_in/groups * kh * kw > 384),
+    whose weights kiln stores pre-packed: one with a folded batch norm and a bias, one grouped."""
+    p = Params(seed=1004)
+    p.conv("c1", 100, 8, 1, 1, bias=False)
+    p.batch_norm("bn1", 100)
+    p.conv("c2", 16, 100, 3, 3, bias=True)
+    p.batch_norm("bn2", 16)
+    p.conv("c3", 8, 50, 3, 3, bias=True)
+    p.dense("head", 24, 10)
+    x = p.input((1, 8, 6, 6))
+
+    g = Graph(p)
+    a = g.op("Relu", [g.batch_norm(g.conv("x", "c1"), "bn1")])
+    b = g.batch_norm(g.conv(a, "c2", pads=(1, 1, 1, 1)), "bn2")
+    c = g.op("Relu", [g.conv(a, "c3", pads=(1, 1, 1, 1), group=2)])
+    d = g.op("Concat", [b, c], axis=1)
+    h = g.op("Flatten", [g.op("GlobalAveragePool", [d])], axis=1)
+    h = g.dense(h, "head")
+    model = g.model("deep", x.shape, "x", h, (1, 10))
+
+    x64 = x.astype(np.float64)
+    a = relu(ref_bn(ref_conv(x64, p["c1.weight"]), p, "bn1"))
+    b = ref_bn(ref_conv(a, p["c2.weight"], p["c2.bias"], pads=(1, 1, 1, 1)), p, "bn2")
+    c = relu(ref_conv(a, p["c3.weight"], p["c3.bias"], pads=(1, 1, 1, 1), group=2))
+    d = np.concatenate([b, c], axis=1)
+    assert d.shape == (1, 24, 6, 6)
+    h = ref_dense(d.mean(axis=(2, 3)), p, "head")
+    return model, x, h, p.tensors
+
+
 # --------------------------------------------------------------------------------------
 # Running and writing
 # --------------------------------------------------------------------------------------
@@ -425,7 +456,8 @@ def write(path: Path, write_fn) -> None:
 def main() -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     for name, build in (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block),
-                        ("wino", build_wino)):
+                        ("wino", build_wino),
+                        ("deep", build_deep)):
         model, x, ref, weights = build()
         y = run_onnxruntime(model, x)
         assert y.shape == ref.shape, f"{name}: onnxruntime shape {y.shape} vs reference {ref.shape}"

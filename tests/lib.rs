@@ -33,6 +33,22 @@ kiln::network! {
 }
 
 kiln::network! {
+    /// Convolutions deeper than one depth block of the x86 GEMM (`k` = 900 and 450 per group),
+    /// whose weights are stored pre-packed: one with a bias and a folded batch norm, one
+    /// grouped.
+    pub net Deep(x: fm<8xf32[6,6]>) -> vec<10xf32> {
+        weights "data/deep.safetensors";
+        let a = conv2d(x, c1: weights<8 -> 1x1xf32 -> 100>, bias = false);
+        let a = batch_norm(a, bn1: norm<100xf32>).relu();
+        let b = conv2d(a, c2: weights<100 -> 3x3xf32 -> 16>, pad = 1);
+        let b = batch_norm(b, bn2: norm<16xf32>);
+        let c = conv2d(a, c3: weights<100 -> 3x3xf32 -> 8>, groups = 2, pad = 1).relu();
+        let d = concat(b, c);
+        dense(flatten(global_avg_pool(d)), head: weights<24 -> 10>)
+    }
+}
+
+kiln::network! {
     /// An inverted-residual block (expand, depthwise, project, batch norms, residual add) with
     /// side branches joined by concat, a squeeze-excitation style broadcast multiply, pooling
     /// and a classifier head.

@@ -37,6 +37,9 @@
 //! * **conv_transpose** — [`conv_transpose`] (1- to 3-D; the table's GEMM + col2im,
 //!   [`ConvTranspose::scratch_len`]).
 //!
+//! Weights a table's `conv2d` reads in a layout of its own ([`Kernels::weights`]) are put there
+//! once by [`pack`], when a model prepares its parameters, never by a run.
+//!
 //! Activations ([`Activation`]) are fused into the producing kernel through one shared epilogue.
 //! [`math`] has the `no_std` `exp`/`tanh`/`sigmoid`/`sqrt`/`log`/`erf` they need.
 //!
@@ -53,6 +56,7 @@ pub mod arch;
 mod dtype;
 mod len;
 pub mod math;
+pub mod pack;
 mod params;
 mod table;
 
@@ -69,6 +73,7 @@ pub use arch::portable::{
     GemmFn,
 };
 pub use dtype::{Element, GatherIndex, Num};
+pub use pack::WeightLayout;
 pub use params::{
     Activation, BinaryNd, BinaryOp, Broadcast, CompareOp, Conv2d, Conv3d, ConvTranspose, Expand,
     GatherError, MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath,

@@ -14,6 +14,7 @@
 //! (`portable`, `avx2`, `avx512`, `neon`) caps the choice, so tests can prove each path runs.
 //! Without `std`, the choice is what the build enables with `-C target-feature`.
 
+use crate::pack::WeightLayout;
 use crate::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};
 
 /// An instruction set kiln has kernels for, weakest first.
@@ -71,6 +72,9 @@ impl core::fmt::Display for Isa {
 #[allow(clippy::type_complexity)] // Each field spells out a kernel's signature on purpose.
 pub struct Kernels {
     pub isa: Isa,
+    /// The layout `conv2d` reads a non-depthwise convolution's weights in; a model puts them
+    /// there once, when it prepares its parameters ([`crate::pack`]).
+    pub weights: WeightLayout,
     pub gemm: fn(usize, usize, usize, &[f32], &[f32], &mut [f32]),
     pub conv2d: fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
     /// [`crate::winograd::conv2d`]: weights already through `winograd::transform_filter`.
@@ -97,6 +101,7 @@ pub const PORTABLE: Kernels = {
     use crate::arch::portable as p;
     Kernels {
         isa: Isa::Portable,
+        weights: WeightLayout::Rows,
         gemm: p::gemm,
         conv2d: p::conv2d,
         conv2d_winograd: p::winograd::conv2d,

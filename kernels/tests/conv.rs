@@ -11,7 +11,7 @@
 
 mod common;
 
-use kiln_kernels::{Activation, Conv2d, PORTABLE};
+use kiln_kernels::{pack, Activation, Conv2d, Kernels, WeightLayout, PORTABLE};
 use proptest::prelude::*;
 
 /// Deterministic data in [-1, 1) from a seed.
@@ -186,6 +186,13 @@ fn case() -> impl Strategy<Value = Case> {
     prop_oneof![2 => general, 1 => pointwise, 1 => depthwise]
 }
 
+/// The weights in the layout the table `kt` reads them in, as a model prepares them.
+fn prepared(kt: &Kernels, p: &Conv2d, weight: &[f32]) -> Vec<f32> {
+    let mut packed = vec![f32::NAN; weight.len()];
+    pack::pack_conv2d(kt.weights, p, weight, &mut packed);
+    packed
+}
+
 fn check(p: &Conv2d, with_bias: bool, act: Activation, seed: u64) -> Result<(), TestCaseError> {
     let input = data(p.batch * p.c_in * p.h * p.w, seed);
     let weight = data(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, seed ^ 1);
@@ -200,6 +207,7 @@ fn check(p: &Conv2d, with_bias: bool, act: Activation, seed: u64) -> Result<(), 
         // Stale scratch must not leak into the result: start it as NaN.
         let mut scratch = vec![f32::NAN; p.scratch_len()];
         let mut got = vec![7.0f32; out_len + 1];
+        let weight = prepared(&kt, p, &weight);
         (kt.conv2d)(p, &input, &weight, bias, act, &mut scratch, &mut got);
         for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
             let tol = 1e-4 * w.abs().max(1.0);
@@ -263,6 +271,84 @@ fn conv2d_large_shapes_match_portable() {
         conv(9, 39, 14, 1, 2, 0),
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
+    }
+}
+
+/// Weights deeper than one depth block (`pack::KC`), grouped and not, go through the table's
+/// layout ([`prepared`]) and match the portable kernel on the weights as given; and a table that
+/// reads [`WeightLayout::DepthBlocked`] really does: handed the unpacked weights it is wrong.
+#[test]
+fn packed_weights_match_unpacked() {
+    let conv = |c_in, c_out, k: usize, groups| Conv2d {
+        batch: 1,
+        c_in,
+        h: 6,
+        w: 5,
+        c_out,
+        kh: k,
+        kw: k,
+        stride: [1, 1],
+        dilation: [1, 1],
+        pad: [k / 2; 4],
+        groups,
+        out_h: 6,
+        out_w: 5,
+    };
+    let shapes = [
+        conv(1024, 14, 1, 1),
+        conv(1000, 26, 1, 2),
+        conv(90, 13, 3, 1),
+        conv(2 * 47, 4, 3, 2),
+    ];
+    for p in &shapes {
+        let (groups, m, k) = pack::conv2d_weight_matrix(p).unwrap();
+        assert!(pack::depth_blocks(k).0 > 1, "{p:?} has one depth block");
+        check(p, true, Activation::None, 11).unwrap();
+        let weight = data(groups * m * k, 3);
+        let mut packed = vec![0.0; weight.len()];
+        pack::pack(
+            WeightLayout::DepthBlocked,
+            groups,
+            m,
+            k,
+            &weight,
+            &mut packed,
+        );
+        assert_ne!(packed, weight);
+        for kt in common::isas("conv2d") {
+            if kt.weights != WeightLayout::DepthBlocked {
+                continue;
+            }
+            let input = data(p.batch * p.c_in * p.h * p.w, 4);
+            let out_len = p.batch * p.c_out * p.out_h * p.out_w;
+            let run = |w: &[f32]| {
+                let mut out = vec![0.0; out_len];
+                (kt.conv2d)(p, &input, w, None, Activation::None, &mut [], &mut out);
+                out
+            };
+            let mut want = vec![0.0; out_len];
+            let mut scratch = vec![0.0; p.scratch_len()];
+            (PORTABLE.conv2d)(
+                p,
+                &input,
+                &weight,
+                None,
+                Activation::None,
+                &mut scratch,
+                &mut want,
+            );
+            let close = |got: &[f32]| {
+                got.iter()
+                    .zip(&want)
+                    .all(|(g, w)| (g - w).abs() <= 1e-4 * w.abs().max(1.0))
+            };
+            assert!(close(&run(&packed)), "{:?} {p:?}", kt.isa);
+            assert!(
+                !close(&run(&weight)),
+                "{:?} {p:?} ignores the layout",
+                kt.isa
+            );
+        }
     }
 }
 

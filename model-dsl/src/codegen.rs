@@ -11,8 +11,9 @@ use quote::{format_ident, quote};
 use crate::ir::{
     as_2d, as_3d, pad_2d, pad_3d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId,
 };
-use crate::layout::{self, table_binary, ParamLayout, Planned, Slot};
+use crate::layout::{self, table_binary, ParamLayout, Planned};
 use crate::plan::{Plan, ValuePlacement};
+use crate::prepare::{self, range, ConvWeights, Embedded, Step};
 use crate::syntax::NetworkDef;
 use crate::weights::WeightsFile;
 
@@ -78,6 +79,10 @@ pub struct Model<'a> {
     pub plan_text: &'a str,
     pub params: &'a ParamLayout,
     pub weights: Option<&'a WeightsFile>,
+    /// How the parameter buffer is prepared (the same for every variant).
+    pub steps: &'a [Step],
+    /// The buffer prepared at compile time, if the weights are embedded and it was written.
+    pub embedded: Option<&'a Embedded>,
     /// The variant's binding (`h = 224, w = 224`), empty for a network without size symbols.
     pub label: &'a str,
 }
@@ -229,79 +234,6 @@ impl Model<'_> {
         }
     }
 
-    /// Load-time preparation: fold batch-norm statistics into weights, or into scale/shift.
-    fn prepare(&self) -> TokenStream {
-        let mut out = TokenStream::new();
-        for (i, op) in self.graph.ops.iter().enumerate() {
-            let slot = |v: &ValueId| {
-                self.params
-                    .of_value(self.graph, *v)
-                    .expect("the IR verifier checked that weights are parameters")
-            };
-            let (w, b, stats, eps) = match &op.kind {
-                OpKind::Conv {
-                    has_bias,
-                    bn: Some(eps),
-                    ..
-                }
-                | OpKind::Dense {
-                    has_bias,
-                    bn: Some(eps),
-                    ..
-                } => {
-                    let b = if *has_bias {
-                        slot(&op.args[2])
-                    } else {
-                        self.params.bias[i].expect("layout gives folded layers a bias")
-                    };
-                    let first = 2 + usize::from(*has_bias);
-                    (slot(&op.args[1]), b, &op.args[first..first + 4], *eps)
-                }
-                OpKind::BatchNorm { eps, .. } => {
-                    let (scale, shift) = self.params.scale_shift[i]
-                        .expect("layout gives batch norms scale and shift");
-                    let [g, be, m, v] = [1, 2, 3, 4].map(|k| range(slot(&op.args[k])));
-                    let eps = f32_lit(*eps);
-                    let (scale, shift) = (range(scale), range(shift));
-                    out.extend(quote! {{
-                        let ([g, b, m, v], [scale, shift]) = ::kiln::__private::io(__params, [#g, #be, #m, #v], [#scale, #shift]);
-                        ::kiln::__private::kernels::batch_norm_scale_shift(g, b, m, v, #eps, scale, shift);
-                    }});
-                    continue;
-                }
-                _ => continue,
-            };
-            let [g, be, m, v] = [0, 1, 2, 3].map(|k| range(slot(&stats[k])));
-            let eps = f32_lit(eps);
-            let (w, b) = (range(w), range(b));
-            out.extend(quote! {{
-                let ([g, b, m, v], [w, bias]) = ::kiln::__private::io(__params, [#g, #be, #m, #v], [#w, #b]);
-                ::kiln::__private::kernels::fold_batch_norm(w, bias, g, b, m, v, #eps);
-            }});
-        }
-        // Then the Winograd convolutions' filter transforms, on the folded weights. (A kernel
-        // function, so that it can move to compile time for embedded weights.)
-        for (i, op) in self.graph.ops.iter().enumerate() {
-            let Some(u) = self.params.winograd[i] else {
-                continue;
-            };
-            let w = self
-                .params
-                .of_value(self.graph, op.args[1])
-                .expect("the IR verifier checked that weights are parameters");
-            let (c_in, c_out) = (
-                self.graph.shape(op.args[0]).channels(),
-                self.graph.shape(op.result()).channels(),
-            );
-            let (w, u) = (range(w), range(u));
-            out.extend(quote! {{
-                let ([w], [u]) = ::kiln::__private::io(__params, [#w], [#u]);
-                ::kiln::__private::kernels::winograd::transform_filter(#c_out, #c_in, w, u);
-            }});
-        }
-        out
-    }
-
     /// One op: split the arena into what it reads and writes, then call its kernel.
     fn op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
@@ -395,6 +327,8 @@ impl Model<'_> {
                     quote! { (__k.conv2d_winograd)(&#geom, #x, &__params[#u], #b, #act, #scratch, out); }
                 } else if kernel.len() == 3 {
                     quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
+                } else if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {
+                    quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
                 } else {
                     quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
                 }
@@ -1219,11 +1153,6 @@ fn rust_type(d: crate::ir::DType) -> TokenStream {
     }
 }
 
-fn range(s: Slot) -> TokenStream {
-    let (a, b) = (s.start, s.end());
-    quote! { #a..#b }
-}
-
 fn f32_lit(x: f32) -> TokenStream {
     if x == f32::INFINITY {
         quote! { f32::INFINITY }
@@ -1541,7 +1470,8 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
         s.parse::<TokenStream>().unwrap_or_else(|_| out_ty.clone())
     };
 
-    let prepare = m.prepare();
+    let prepare = m.steps.iter().map(Step::tokens);
+    let prepare = quote! { #(#prepare)* };
     let scratch_asserts = variants.iter().map(|v| v.scratch_asserts());
     let scratch_asserts = quote! { #(#scratch_asserts)* };
     let specs = m.graph.params.iter().enumerate().map(|(i, p)| {
@@ -1551,16 +1481,55 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             let src = m.weights.map_or(0, |w| w.offsets[i]);
             quote! { ::kiln::__private::TensorSpec { name: #key, shape: &[#(#shape),*], dst: #dst, src: #src } }
         });
-    let (embedded, new_fn) = match m.weights {
-        Some(w) => {
+    let file_name = |w: &WeightsFile| {
+        w.path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let (embedded, new_fn) = match (m.weights, m.embedded) {
+        // Prepared at compile time: `new` borrows the embedded buffer where it lies.
+        (Some(w), Some(e)) => {
+            let packed = prepare::packed(m.steps);
+            let p_start = packed.iter().map(|p| p.0);
+            let p_groups = packed.iter().map(|p| p.1);
+            let p_m = packed.iter().map(|p| p.2);
+            let p_k = packed.iter().map(|p| p.3);
+            let path = e.path.to_string_lossy().into_owned();
+            let len = e.len;
+            let source = w.path.to_string_lossy().into_owned();
+            let source_len = w.header.file_len;
+            let doc = format!(
+                "The model with the weights of `{}`, folded and laid out at compile time and read \
+                 in place from the binary (nothing is copied).",
+                file_name(w)
+            );
+            (
+                quote! {
+                    // The array length restates the buffer the compiler laid out.
+                    static __PREPARED: ::kiln::__private::Aligned<[u8; #len]> = ::kiln::__private::Aligned(*::core::include_bytes!(#path));
+                    // The weights file itself is only read here, at compile time, so that Cargo
+                    // rebuilds when it changes; its length is the one the header was checked
+                    // against.
+                    const _: () = ::core::assert!(::core::include_bytes!(#source).len() == #source_len);
+                },
+                quote! {
+                    #[doc = #doc]
+                    #[must_use]
+                    pub fn new() -> Self {
+                        let __k = ::kiln::__private::kernels::best();
+                        let params = ::kiln::__private::params_in_place(&__PREPARED.0, __k.weights, &[#((#p_start, #p_groups, #p_m, #p_k)),*]);
+                        Self::from_parts(params, ::kiln::__private::AlignedBuf::zeroed(#arena_bytes / 4), __k)
+                    }
+                },
+            )
+        }
+        (Some(w), None) => {
             let path = w.path.to_string_lossy().into_owned();
             let len = w.header.file_len;
             let doc = format!(
                 "Loads the weights embedded from `{}` at compile time.",
-                w.path
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_default()
+                file_name(w)
             );
             (
                 quote! {
@@ -1580,7 +1549,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             )
         }
         // Nothing to load: a network without parameters still gets `new`.
-        None if m.params.len == 0 => (
+        (None, _) if m.params.len == 0 => (
             quote! {},
             quote! {
                 /// The model (it has no parameters to load).
@@ -1590,7 +1559,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 }
             },
         ),
-        None => (quote! {}, quote! {}),
+        (None, _) => (quote! {}, quote! {}),
     };
     // `run_in` runs in the caller's arena with `&self`; a model with data-dependent values
     // needs its own grow-only buffers, so it has `run` only.
@@ -1625,7 +1594,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     quote! {
         #(#attrs)*
         #vis struct #name {
-            params: ::kiln::__private::AlignedBuf,
+            params: ::kiln::__private::Params,
             arena: ::kiln::__private::AlignedBuf,
             kernels: &'static ::kiln::__private::kernels::Kernels,
             #dyn_field
@@ -1664,18 +1633,26 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                     ::core::result::Result::Ok(Self::with_params(params, ::kiln::__private::AlignedBuf::try_zeroed(#arena_bytes / 4)?))
                 }
 
+                /// Prepares loaded weights (`prepare`), then builds the model around them.
                 fn with_params(mut params: ::kiln::__private::AlignedBuf, arena: ::kiln::__private::AlignedBuf) -> Self {
-                    Self::prepare(params.as_mut_slice());
+                    // The ISA is chosen once, here (or in `new`); `run` never detects.
+                    let __k = ::kiln::__private::kernels::best();
+                    Self::prepare(__k, params.as_mut_slice());
+                    Self::from_parts(::kiln::__private::Params::Owned(params), arena, __k)
+                }
+
+                /// The model around parameters prepared for the kernels `__k`.
+                fn from_parts(params: ::kiln::__private::Params, arena: ::kiln::__private::AlignedBuf, __k: &'static ::kiln::__private::kernels::Kernels) -> Self {
                     Self {
                         params,
                         arena,
-                        // The ISA is chosen once, here; `run` never detects.
-                        kernels: ::kiln::__private::kernels::best(),
+                        kernels: __k,
                         #dyn_init
                     }
                 }
 
-                fn prepare(__params: &mut [f32]) {
+                #[allow(unused_variables)]
+                fn prepare(__k: &::kiln::__private::kernels::Kernels, __params: &mut [f32]) {
                     #prepare
                 }
 

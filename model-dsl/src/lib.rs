@@ -2,16 +2,17 @@
 //!
 //! The pipeline ([`compile`]) is: parse ([`syntax`]) → build the graph ([`front::dsl`]) →
 //! infer types and shapes ([`infer`]) → check the weights file ([`weights`]) → fold and fuse
-//! ([`fuse`]) → plan memory ([`layout`], [`plan`]) → verify the plan ([`verify`]) → generate
-//! Rust ([`codegen`]). The IR ([`ir`]) is checked by its verifier after inference and after
+//! ([`fuse`]) → plan memory ([`layout`], [`plan`]) → verify the plan ([`verify`]) → prepare
+//! the weights ([`prepare`]: at compile time when they are embedded) → generate Rust
+//! ([`codegen`]). The IR ([`ir`]) is checked by its verifier after inference and after
 //! fusion. User mistakes are [`diag::Diag`]s at locations the front end renders (for the macro,
 //! `syn::Error`s at the user's tokens), collected across the whole network; a broken invariant
 //! is an internal error, reported as such with the IR or the plan attached.
 //!
 //! Modules import only from lower layers: (1) `diag`, `contract`, `syntax`, `plan`,
 //! `safetensors`; (2) `ir`, `verify`; (3) the passes `infer`, `fuse`, `weights`, `layout`;
-//! (4) `alias` (on `layout`), `front`, `codegen`; (5) this file, the driver (ARCHITECTURE.md
-//! has the details).
+//! (4) `alias` (on `layout`), `front`, `prepare` (on `layout`, `weights`); (5) `codegen`;
+//! (6) this file, the driver (ARCHITECTURE.md has the details).
 
 pub mod alias;
 #[cfg(feature = "build")]
@@ -25,6 +26,7 @@ pub mod infer;
 pub mod ir;
 pub mod layout;
 pub mod plan;
+pub mod prepare;
 pub mod safetensors;
 pub mod syntax;
 pub mod verify;
@@ -290,6 +292,13 @@ pub fn pipeline(
 /// The Rust code of a compiled network: its type, named and shaped as `sig` says.
 pub fn generate(c: &Compiled, sig: &codegen::Signature) -> TokenStream {
     let plan_text = c.plan_text();
+    let steps = prepare::steps(&c.variants[0].graph, &c.params);
+    // Embedded weights are prepared now; if the prepared file cannot be written, the model
+    // prepares them in `new()` instead (the `prepare` module says why that is only a fallback).
+    let embedded = c
+        .weights
+        .as_ref()
+        .and_then(|w| prepare::embed(w, &c.params, &steps, &sig.name.to_string()).ok());
     let variants: Vec<codegen::Model> = c
         .variants
         .iter()
@@ -301,6 +310,8 @@ pub fn generate(c: &Compiled, sig: &codegen::Signature) -> TokenStream {
             plan_text: &plan_text,
             params: &c.params,
             weights: c.weights.as_ref(),
+            steps: &steps,
+            embedded: embedded.as_ref(),
             label: &v.label,
         })
         .collect();

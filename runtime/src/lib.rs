@@ -47,6 +47,8 @@ pub mod __private {
     };
     pub use crate::seq::{seq_erase, seq_index, seq_insert};
     pub use crate::tensor::{index_error, input, select_variant, view, view_mut};
-    pub use crate::weights::{load_embedded, load_safetensors, TensorSpec};
+    pub use crate::weights::{
+        load_embedded, load_safetensors, pack_weights, params_in_place, Params, TensorSpec,
+    };
     pub use crate::{Arena, AsInput, AsSeq, Error, RunSeq, Seq, Tensor};
 }

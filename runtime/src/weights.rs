@@ -10,10 +10,83 @@
 //!
 //! Both decode little-endian `f32`s one value at a time, so the file data need not be aligned and
 //! big-endian hosts read the same numbers.
+//!
+//! A model whose weights the compiler could prepare at build time needs neither: it embeds the
+//! prepared buffer itself (folded, in the kernels' layout, little-endian `f32`s, 64-byte
+//! aligned) and [`params_in_place`] reads it where it lies in the binary, so `new()` copies
+//! nothing and the pages are only touched when a run reads them. [`Params`] is the model's
+//! parameter storage either way.
 
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
+use kiln_kernels::pack::{self, WeightLayout};
+
+use crate::arena::AlignedBuf;
 use crate::Error;
+
+/// A model's prepared parameters: a buffer it owns (loaded and prepared at run time) or the
+/// prepared bytes embedded in the binary, borrowed for the program's lifetime.
+#[derive(Debug)]
+pub enum Params {
+    Owned(AlignedBuf),
+    Static(&'static [f32]),
+}
+
+impl Params {
+    /// The prepared values.
+    pub fn as_slice(&self) -> &[f32] {
+        match self {
+            Params::Owned(b) => b.as_slice(),
+            Params::Static(s) => s,
+        }
+    }
+}
+
+/// A weight matrix the compiler laid out for the kernels: `groups` matrices of `m x k` at `f32`
+/// offset `start` of the parameter buffer (see `kiln_kernels::pack`).
+pub type Packed = (usize, usize, usize, usize);
+
+/// The layout the compiler writes packed weights in, in embedded buffers: the x86 SIMD tables'
+/// (the others get a copy converted from it in `new()`).
+pub const EMBEDDED_LAYOUT: WeightLayout = WeightLayout::DepthBlocked;
+
+/// The parameters of a model whose prepared buffer the compiler embedded: `bytes` are its
+/// little-endian `f32`s, with the matrices `packed` in [`EMBEDDED_LAYOUT`]. If the table's
+/// `layout` is that one (or nothing is packed), on a little-endian target with the bytes
+/// 4-aligned (generated code wraps them in [`crate::__private::Aligned`]), they are read in
+/// place; otherwise (another ISA's table, a big-endian target) they are decoded once into an
+/// owned buffer and the packed matrices converted to `layout`.
+pub fn params_in_place(bytes: &'static [u8], layout: WeightLayout, packed: &[Packed]) -> Params {
+    let same_layout = layout == EMBEDDED_LAYOUT || packed.is_empty();
+    if cfg!(target_endian = "little") && same_layout {
+        if let Ok(values) = bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            return Params::Static(values);
+        }
+    }
+    let mut owned = AlignedBuf::zeroed(bytes.len() / 4);
+    copy_le(bytes, owned.as_mut_slice());
+    if !same_layout {
+        let params = owned.as_mut_slice();
+        for &(start, groups, m, k) in packed {
+            let Some(w) = params.get_mut(start..start + groups * m * k) else {
+                continue;
+            };
+            let embedded = w.to_vec();
+            pack::unpack(EMBEDDED_LAYOUT, groups, m, k, &embedded, w);
+            pack_weights(layout, groups, m, k, w);
+        }
+    }
+    Params::Owned(owned)
+}
+
+/// Puts `groups` row-major `m x k` weight matrices (`w`) into `layout`, in place (a load-time
+/// preparation step; it copies them once).
+pub fn pack_weights(layout: WeightLayout, groups: usize, m: usize, k: usize, w: &mut [f32]) {
+    if layout != WeightLayout::Rows {
+        let rows = w.to_vec();
+        pack::pack(layout, groups, m, k, &rows, w);
+    }
+}
 
 /// Where one parameter tensor comes from in the weights file and goes in the parameter buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +370,51 @@ mod tests {
         let mut params = [7.0f32; 11];
         load_embedded(&shifted, &specs, &mut params);
         assert_eq!(params, EXPECTED);
+    }
+
+    #[test]
+    fn prepared_bytes_are_read_in_place_when_aligned() {
+        static BYTES: crate::__private::Aligned<[u8; 12]> = crate::__private::Aligned([
+            0, 0, 128, 63, // 1.0
+            0, 0, 0, 192, // -2.0
+            0, 0, 64, 64, // 3.0
+        ]);
+        let p = params_in_place(&BYTES.0, WeightLayout::Rows, &[]);
+        assert_eq!(p.as_slice(), [1.0, -2.0, 3.0]);
+        if cfg!(target_endian = "little") {
+            assert!(matches!(p, Params::Static(s) if s.as_ptr().cast() == BYTES.0.as_ptr()));
+        }
+        // Misaligned bytes (not what generated code passes) are decoded into a copy.
+        let p = params_in_place(&BYTES.0[1..9], EMBEDDED_LAYOUT, &[]);
+        assert!(matches!(p, Params::Owned(_)));
+        assert_eq!(p.as_slice().len(), 2);
+    }
+
+    /// Packed matrices are read in place by a table with the embedded layout and converted for
+    /// one without it (a portable or NEON table), to exactly what that table would get from
+    /// `pack_weights` at load time.
+    #[test]
+    fn packed_weights_follow_the_table() {
+        let (groups, m, k) = (1, 2, pack::KC + 10);
+        let rows: Vec<f32> = (0..m * k).map(|i| i as f32).collect();
+        let mut blocked = rows.clone();
+        pack_weights(EMBEDDED_LAYOUT, groups, m, k, &mut blocked);
+        assert_ne!(blocked, rows);
+        // One float before the matrix, as at a parameter offset.
+        let bytes: Vec<u8> = core::iter::once(-1.0f32)
+            .chain(blocked.iter().copied())
+            .flat_map(f32::to_le_bytes)
+            .collect();
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        let packed = [(1, groups, m, k)];
+        assert_eq!(
+            params_in_place(bytes, EMBEDDED_LAYOUT, &packed).as_slice()[1..],
+            blocked[..]
+        );
+        let p = params_in_place(bytes, WeightLayout::Rows, &packed);
+        assert!(matches!(p, Params::Owned(_)));
+        assert_eq!(p.as_slice()[0], -1.0);
+        assert_eq!(p.as_slice()[1..], rows[..]);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! kiln's outputs against onnxruntime's on the same networks and weights
 //! (`scripts/gen_testdata.py` and `scripts/train_digits.py` made the reference files).
 
-use kiln_tests::{assert_close, golden, Block, Digits32, LeNet, Mlp, Wino};
+use kiln_tests::{assert_close, golden, Block, Deep, Digits32, LeNet, Mlp, Wino};
 
 #[test]
 fn mlp_matches_onnxruntime() {
@@ -51,6 +51,19 @@ fn winograd_convolutions_match_onnxruntime() {
     assert_close(&model.run(&g.x).unwrap(), &g.y);
 }
 
+/// Weights stored pre-packed (`kiln_kernels::pack`): embedded (prepared at compile time, read
+/// in place or converted for the table `new` picks) and loaded at run time (packed then).
+#[test]
+fn packed_weights_match_onnxruntime() {
+    let g = golden("deep");
+    let mut model = Deep::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+    let mut model = Deep::from_safetensors(&kiln_tests::data_file("deep.safetensors")).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
+}
+
 #[test]
 fn trained_digits_matches_onnxruntime() {
     let g = golden("digits");
@@ -67,6 +80,11 @@ fn weights_loaded_at_run_time_match() {
     let g = golden("block");
     let mut model = Block::from_safetensors(&kiln_tests::data_file("block.safetensors")).unwrap();
     assert_close(&model.run(&g.x).unwrap(), &g.y);
+    // The embedded weights were folded at compile time by the same kernels functions that fold
+    // these at load time: the outputs are the same to the bit.
+    let loaded = model.run(&g.x).unwrap().as_slice().to_vec();
+    let mut embedded = Block::new();
+    assert_eq!(embedded.run(&g.x).unwrap().as_slice(), &loaded[..]);
 }
 
 /// A caller-owned arena, misaligned on purpose, gives the same result as the model's own.

@@ -48,7 +48,7 @@ use std::hint::black_box;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use kiln_kernels::{for_isa, Isa, Kernels, PORTABLE};
+use kiln_kernels::{for_isa, pack, Isa, Kernels, WeightLayout, PORTABLE};
 
 use shapes::{Case, Family, Op};
 
@@ -211,6 +211,9 @@ enum Data {
         /// The right-hand matrix of the crates' GEMM (the size of the im2col matrix); the
         /// left-hand one is `weight`, already `[c_out, c_in * kh * kw]`.
         b: Vec<f32>,
+        /// `weight` as the x86 tables read it (`WeightLayout::DepthBlocked`), packed once as a
+        /// model does when it prepares its parameters, outside the timed runs.
+        blocked: Vec<f32>,
     },
 }
 
@@ -228,6 +231,8 @@ impl Data {
                     u = vec![0.0; 36 * p.c_out * p.c_in];
                     kiln_kernels::winograd::transform_filter(p.c_out, p.c_in, &weight, &mut u);
                 }
+                let mut blocked = vec![0.0; weight.len()];
+                pack::pack_conv2d(WeightLayout::DepthBlocked, &p, &weight, &mut blocked);
                 Data::Conv {
                     input: random(p.batch * p.c_in * p.h * p.w, 3),
                     weight,
@@ -236,6 +241,7 @@ impl Data {
                     b: case
                         .crate_gemm()
                         .map_or_else(Vec::new, |(_, n, k)| random(k * n, 6)),
+                    blocked,
                 }
             }
         }
@@ -260,9 +266,16 @@ fn run(k: &Kernels, op: &Op, data: &Data, scratch: &mut [f32], out: &mut [f32]) 
                 input,
                 weight,
                 bias,
+                blocked,
                 ..
             },
-        ) => (k.conv2d)(p, input, weight, Some(bias), *act, scratch, out),
+        ) => {
+            let w = match k.weights {
+                WeightLayout::Rows => weight,
+                WeightLayout::DepthBlocked => blocked,
+            };
+            (k.conv2d)(p, input, w, Some(bias), *act, scratch, out)
+        }
         (Op::Winograd(p, act), Data::Conv { input, u, bias, .. }) => {
             (k.conv2d_winograd)(p, input, u, Some(bias), *act, scratch, out)
         }

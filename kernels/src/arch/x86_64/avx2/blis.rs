@@ -53,8 +53,9 @@ use crate::Activation;
 /// (9 KiB for AVX2, 18 KiB for AVX-512), stays in L1 while the micro-panels stream from L2.
 /// Deeper blocks mean fewer passes over C (each depth block after the first reads C back)
 /// and less per-call overhead; measured on Zen 3, 384 beat 256 and 512 (with the panel's
-/// size fixed, a deeper block is a narrower panel, and A is copied once per panel).
-pub(crate) const KC: usize = 384;
+/// size fixed, a deeper block is a narrower panel, and A is copied once per panel). Defined
+/// in [`crate::pack`], because pre-packed convolution weights are laid out by it.
+pub(crate) use crate::pack::KC;
 
 /// Columns of one packed panel: a multiple of both ISAs' `NR` (16 and 32).
 pub(crate) const NC: usize = 128;
@@ -334,9 +335,13 @@ pub(crate) struct Gemm<'a> {
     pub m: usize,
     pub n: usize,
     pub k: usize,
-    /// `A[i, p] = a[i * lda + p]`.
+    /// `A[i, p] = a[i * lda + p]`, or, if `a_blocked`, `A` in
+    /// [`WeightLayout::DepthBlocked`](crate::pack::WeightLayout) (`lda` is then `k`): depth
+    /// block `pc..pc + kc` is `m` rows of `kc` floats from `a[m * pc]`, so a sliver is read
+    /// in place, contiguously, and never copied.
     pub a: &'a [f32],
     pub lda: usize,
+    pub a_blocked: bool,
     /// `C[i, j] = c[i * ldc + j]`.
     pub c: &'a mut [f32],
     pub ldc: usize,
@@ -390,6 +395,7 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
         k,
         a,
         lda,
+        a_blocked,
         c,
         ldc,
         bias,
@@ -417,8 +423,7 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
 
     // Equal depth blocks of at most KC; k = 0 still runs one (empty) block so that C gets
     // its zeros and epilogue.
-    let blocks = k.div_ceil(KC).max(1);
-    let kc_step = k.div_ceil(blocks);
+    let (blocks, kc_step) = crate::pack::depth_blocks(k);
 
     let mut panel_buf = MaybeUninit::<PanelBuf>::uninit();
     // Only the prefix any panel of this call uses is initialised, once: every packer then
@@ -432,7 +437,10 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
         core::slice::from_raw_parts_mut(p, used)
     };
     let mut sliver_buf = SliverBuf([0.0; MR_MAX * KC]);
-    let copy_a = rows_collide(lda, mr);
+    // The blocked layout's slivers are contiguous already (and `lda == k`, checked above, so
+    // `a` holds `m * k` floats).
+    let copy_a = !a_blocked && rows_collide(lda, mr);
+    assert!(!a_blocked || lda == k, "gemm: blocked a needs lda == k");
     let a_ptr = a.as_ptr();
     let c_ptr = c.as_mut_ptr();
 
@@ -452,7 +460,9 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
             let mut ir = 0;
             while ir < m {
                 let rows = sliver_rows(m, ir, mr);
-                let (sliver_ptr, sliver_ld) = if copy_a {
+                let (sliver_ptr, sliver_ld) = if a_blocked {
+                    (a_ptr.wrapping_add(m * pc + ir * kc), kc)
+                } else if copy_a {
                     for r in 0..rows {
                         sliver[r * kc..][..kc].copy_from_slice(&a[(ir + r) * lda + pc..][..kc]);
                     }
@@ -479,11 +489,15 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
                         // there is no full tile), fetch the next sliver's rows for the copy
                         // that follows.
                         a_next: if q + 1 == tiles.max(1) && next < m {
-                            a_ptr.wrapping_add(next * lda + pc)
+                            if a_blocked {
+                                a_ptr.wrapping_add(m * pc + next * kc)
+                            } else {
+                                a_ptr.wrapping_add(next * lda + pc)
+                            }
                         } else {
                             core::ptr::null()
                         },
-                        lda_next: lda,
+                        lda_next: if a_blocked { kc } else { lda },
                         b: panel.wrapping_add(b_at),
                         c: c_ptr.wrapping_add(ir * ldc + j),
                         ldc,

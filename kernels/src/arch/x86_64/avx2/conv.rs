@@ -15,8 +15,10 @@
 //!    it), and it needs no scratch: [`Conv2d::scratch_len`]'s im2col matrix is for the
 //!    portable kernel; `scratch` only reaches the depthwise kernel (its band buffer).
 //!
-//! The weights `[c_out, c_in/g, kh, kw]` are already the row-major `[c_out/g, k]` left-hand
-//! matrix of each group; the bias is per row of the GEMM.
+//! The weights `[c_out, c_in/g, kh, kw]` are, per group, the `[c_out/g, k]` left-hand matrix,
+//! which the model stored in [`WeightLayout::DepthBlocked`](crate::pack::WeightLayout) when it
+//! prepared its parameters (the table's `weights`), so its slivers are read in place; the bias
+//! is per row of the GEMM. Depthwise weights stay as they are.
 
 use super::gemm::NR;
 use super::im2col::conv2d_gemm;

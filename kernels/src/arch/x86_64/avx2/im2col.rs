@@ -71,6 +71,7 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes, const NR: usize>(
                 k,
                 a: &weight[g * cog * k..][..cog * k],
                 lda: k,
+                a_blocked: true,
                 c: g_out,
                 ldc: out_plane,
                 bias: bias.map_or(Bias::None, |b| Bias::Row(&b[g * cog..][..cog])),
