@@ -399,6 +399,18 @@ fn product(dims: &[usize]) -> Option<usize> {
     dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
 }
 
+/// A convolution's input, weights and window, as `Importer::conv_window` reads them.
+struct ConvWindow {
+    x: ValueId,
+    w: ValueId,
+    wd: Vec<usize>,
+    n: usize,
+    kernel: Vec<usize>,
+    stride: Vec<usize>,
+    dilation: Vec<usize>,
+    groups: usize,
+}
+
 fn to_dims(v: &[i64], what: &str) -> R<Vec<usize>> {
     v.iter()
         .map(|&d| usize::try_from(d).map_err(|_| format!("{what} has a negative size {d}")))
@@ -1817,13 +1829,17 @@ impl<'e> Importer<'_, 'e> {
         }
     }
 
-    fn conv(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
+    /// What `Conv` and `ConvTranspose` share: the input, the weights (`[a, b, k...]`, 1- to 3-D),
+    /// `kernel_shape` (which must agree with them), `strides`, `dilations` and `group`, which must
+    /// divide `wd[0]`, the weights' first dimension (`channels` names it in the error). `what`
+    /// names the op in errors.
+    fn conv_window(&mut self, node: &pb::NodeProto, what: &str, channels: &str) -> R<ConvWindow> {
         let v = self.need(node, 0)?;
         let x = self.g(&v, &Self::name_of(node, 0))?;
         let (w, wd) = self.weight(node, 1, "the weights")?;
         if !(3..=5).contains(&wd.len()) {
             return Err(format!(
-                "weights of shape {wd:?}: kiln has 1-, 2- and 3-D convolutions"
+                "weights of shape {wd:?}: kiln has 1-, 2- and 3-D {what}"
             ));
         }
         let n = wd.len() - 2;
@@ -1844,13 +1860,49 @@ impl<'e> Importer<'_, 'e> {
         let groups = usize::try_from(Self::attr_i(node, "group", 1))
             .ok()
             .filter(|&g| g >= 1 && wd[0] % g == 0)
-            .ok_or("group must be at least 1 and divide the output channels")?;
-        let pad = self.padding(node, n)?;
+            .ok_or_else(|| {
+                format!("group must be at least 1 and divide the {channels} channels")
+            })?;
+        Ok(ConvWindow {
+            x,
+            w,
+            wd,
+            n,
+            kernel,
+            stride,
+            dilation,
+            groups,
+        })
+    }
+
+    /// The arguments of a convolution: input, weights and, if the node has one, its bias.
+    fn conv_args(
+        &mut self,
+        node: &pb::NodeProto,
+        x: ValueId,
+        w: ValueId,
+    ) -> R<(Vec<ValueId>, bool)> {
         let mut args = vec![x, w];
         let has_bias = self.arg(node, 2)?.is_some();
         if has_bias {
             args.push(self.weight(node, 2, "the bias")?.0);
         }
+        Ok((args, has_bias))
+    }
+
+    fn conv(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
+        let ConvWindow {
+            x,
+            w,
+            wd,
+            n,
+            kernel,
+            stride,
+            dilation,
+            groups,
+        } = self.conv_window(node, "convolutions", "output")?;
+        let pad = self.padding(node, n)?;
+        let (args, has_bias) = self.conv_args(node, x, w)?;
         let locs = vec![at; args.len()];
         Ok(self.graph.add_op(
             OpKind::Conv {
@@ -1876,37 +1928,20 @@ impl<'e> Importer<'_, 'e> {
     /// `auto_pad` SAME_*, whose output is the input times the stride) becomes the `pads` that
     /// give it, by ONNX's rule (the odd unit at the end for SAME_UPPER, at the start otherwise).
     fn conv_transpose(&mut self, node: &pb::NodeProto, at: Loc) -> R<ValueId> {
-        let v = self.need(node, 0)?;
-        let x = self.g(&v, &Self::name_of(node, 0))?;
-        let (w, wd) = self.weight(node, 1, "the weights")?;
-        if !(3..=5).contains(&wd.len()) {
-            return Err(format!(
-                "weights of shape {wd:?}: kiln has 1-, 2- and 3-D transposed convolutions"
-            ));
-        }
-        let n = wd.len() - 2;
-        let kernel = match Self::attr_ints(node, "kernel_shape") {
-            Some(k) => to_dims(&k, "kernel_shape")?,
-            None => wd[2..].to_vec(),
-        };
-        if kernel != wd[2..] {
-            return Err(format!(
-                "kernel_shape {kernel:?} differs from the weights' {wd:?}"
-            ));
-        }
-        let stride = Self::per_dim(node, "strides", n)?;
-        let dilation = Self::per_dim(node, "dilations", n)?;
+        let ConvWindow {
+            x,
+            w,
+            wd,
+            n,
+            kernel,
+            stride,
+            dilation,
+            groups,
+        } = self.conv_window(node, "transposed convolutions", "input")?;
         let output_padding = match Self::attr_ints(node, "output_padding") {
             Some(_) => Self::per_dim(node, "output_padding", n)?,
             None => vec![0; n],
         };
-        if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
-            return Err("strides, dilations and kernel sizes must be at least 1".into());
-        }
-        let groups = usize::try_from(Self::attr_i(node, "group", 1))
-            .ok()
-            .filter(|&g| g >= 1 && wd[0] % g == 0)
-            .ok_or("group must be at least 1 and divide the input channels")?;
         let auto_pad = Self::attr_s(node, "auto_pad");
         let wanted = match (Self::attr_ints(node, "output_shape"), auto_pad.as_str()) {
             (Some(s), _) => {
@@ -1954,11 +1989,7 @@ impl<'e> Importer<'_, 'e> {
             Some(out) => return Err(format!("output_shape {out:?} needs {n} sizes")),
             None => self.padding(node, n)?,
         };
-        let mut args = vec![x, w];
-        let has_bias = self.arg(node, 2)?.is_some();
-        if has_bias {
-            args.push(self.weight(node, 2, "the bias")?.0);
-        }
+        let (args, has_bias) = self.conv_args(node, x, w)?;
         let locs = vec![at; args.len()];
         Ok(self.graph.add_op(
             OpKind::ConvTranspose {

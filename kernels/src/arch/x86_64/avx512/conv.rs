@@ -47,45 +47,4 @@ pub(crate) fn conv2d(
     unsafe { conv2d_avx512(p, input, weight, bias, act, out) }
 }
 
-/// [`crate::winograd::conv2d`] compiled for AVX-512F, AVX2 and FMA, with this ISA's GEMM for the 36 products.
-///
-/// # Safety
-///
-/// AVX-512F, AVX2 and FMA are available.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn winograd_avx512(
-    p: &Conv2d,
-    input: &[f32],
-    u: &[f32],
-    bias: Option<&[f32]>,
-    act: Activation,
-    scratch: &mut [f32],
-    out: &mut [f32],
-) {
-    crate::arch::portable::winograd::conv2d_with(
-        super::gemm::gemm,
-        p,
-        input,
-        u,
-        bias,
-        act,
-        scratch,
-        out,
-    );
-}
-
-/// Winograd convolution; see [`crate::winograd::conv2d`].
-pub(crate) fn conv2d_winograd(
-    p: &Conv2d,
-    input: &[f32],
-    u: &[f32],
-    bias: Option<&[f32]>,
-    act: Activation,
-    scratch: &mut [f32],
-    out: &mut [f32],
-) {
-    // SAFETY: only reachable through a table built after detecting AVX-512F, AVX2 and FMA
-    // (crate::table).
-    unsafe { winograd_avx512(p, input, u, bias, act, scratch, out) }
-}
+winograd_entry!("avx512f,avx2,fma", super::gemm::gemm);
