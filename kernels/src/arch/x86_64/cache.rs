@@ -63,9 +63,9 @@ fn l2_in(leaf: u32) -> Option<usize> {
 
 /// CPUID `leaf`, `sub` as `[eax, ebx, ecx, edx]`.
 fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
+    #[allow(unused_unsafe)] // `__cpuid_count` is a safe function on newer toolchains.
     // SAFETY: CPUID exists on every x86_64 CPU; leaves are only read below the maximum the CPU
     // reports (`detect`), and an unknown one just returns zeros or another leaf's values.
-    #[allow(unused_unsafe)] // `__cpuid_count` is a safe function on newer toolchains.
     let r = unsafe { __cpuid_count(leaf, sub) };
     [r.eax, r.ebx, r.ecx, r.edx]
 }

@@ -80,7 +80,7 @@ pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 /// fits in half the L2 it stays there from one panel to the next, and narrow panels cost
 /// nothing; they measured as fast or faster on ResNet-50's 56x56 convolutions (AMD EPYC
 /// Zen 4). If it does not, every panel streams `A` from L3 again, and wider panels read it
-/// fewer times and reuse each sliver across more tiles: GEMM 1024^3 went from 0.89-0.93 to
+/// fewer times and reuse each sliver across more tiles: GEMM 1024^3 went from 0.87-0.95 to
 /// 0.97-0.99 of the `gemm` crate's speed with 512 columns instead of 128, on both ISAs.
 fn panel_cols(m: usize, kc: usize) -> usize {
     let a_block = m
