@@ -109,10 +109,18 @@ proptest! {
 }
 
 /// Sizes that cross several depth blocks and column panels, beyond what the random cases
-/// reach cheaply.
+/// reach cheaply. The x86 GEMM packs wider panels when a depth block of `A` exceeds half the
+/// L2: 1100 x 250 floats (two blocks of 250) is 1.1 MB, past that on any L2 up to 2 MiB, and
+/// 530 columns are one wide panel and a ragged one.
 #[test]
 fn gemm_large_shapes_match_portable() {
-    for (m, n, k) in [(13, 401, 600), (70, 49, 520), (7, 196, 1030), (25, 17, 3)] {
+    for (m, n, k) in [
+        (13, 401, 600),
+        (70, 49, 520),
+        (7, 196, 1030),
+        (25, 17, 3),
+        (1100, 530, 500),
+    ] {
         let a = data(m * k, 3);
         let b = data(k * n, 4);
         let mut want = vec![0.0f32; m * n];

@@ -43,4 +43,5 @@ macro_rules! winograd_entry {
 
 pub mod avx2;
 pub mod avx512;
+mod cache;
 mod simd;

@@ -30,7 +30,8 @@
 use core::ops::Range;
 
 use super::blis::{
-    self, packed_len, prefetch, scatter_row, Bias, MicroKernel, PackB, PanelLayout, RowMajor, NC,
+    self, packed_len, prefetch, scatter_row, Bias, MicroKernel, PackB, PanelLayout, RowMajor,
+    NC_MAX,
 };
 use super::lanes::Lanes;
 use crate::{Activation, Conv2d};
@@ -185,7 +186,7 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
         let (oy_first, ox_first) = (jc / ow, jc % ow);
         let oy_last = (jc + nc - 1) / ow;
         let linear = sh == 1 && sw == 1 && ow == p.w;
-        let mut row = [0.0f32; NC];
+        let mut row = [0.0f32; NC_MAX];
         let row = &mut row[..nc];
 
         // The input rows the panel's output rows read, in channel `c` (a hint only: any

@@ -612,7 +612,7 @@ mod tests {
     fn gemm_at_both_widths_matches_portable() {
         let mut rng = XorShift::new(7);
         // Row slivers of every height (m), full and ragged panels (n around multiples of 16
-        // and 32, past NC = 192), depth blocks (k past KC = 256) and k = 0.
+        // and 32, past a 128-wide panel), depth blocks (k past KC = 384) and k = 0.
         let mut shapes = vec![
             (1, 1, 1),
             (13, 33, 0),
