@@ -8,7 +8,11 @@
 //! deinterleaved loads, see [`Simd::deinterleave`]) is folded into the accumulator. The last
 //! vector of that range is shifted left to end at its last column instead of leaving a scalar
 //! remainder. The few columns that touch the left/right padding go through scalar code that
-//! is the portable kernel's definition.
+//! is the portable kernel's definition. Rows too narrow for that (fewer output columns than a
+//! vector plus the window, as on the 14x14 and 7x7 maps of Inception's pooling branches, where
+//! every column went through the scalar code) are copied one at a time into a buffer holding
+//! the padded row, with the fold's neutral value in the padding, and every column is
+//! vectorised ([`narrow`]).
 //!
 //! Every lane folds its window in the portable kernel's order (rows, then columns), so the
 //! results are bit-identical to it: average pooling adds from `0.0` in the same order and
@@ -30,11 +34,19 @@ use crate::Pool2d;
 /// How one kind of pooling folds a window, vector-wise and scalar-wise.
 trait Reduce<S: Simd>: Copy {
     type Acc: Copy;
+    /// The value that leaves a fold unchanged: what the narrow-row path puts in the padding.
+    const NEUTRAL: f32;
     fn init(self, s: S) -> Self::Acc;
     fn step(self, s: S, acc: Self::Acc, x: S::V) -> Self::Acc;
     /// The result for a window of `rows` clipped rows (`padded_rows` within the padded
     /// input) and `kw` in-image columns.
     fn finish(self, s: S, acc: Self::Acc, rows: usize, padded_rows: usize, kw: usize) -> S::V;
+    /// [`finish`](Self::finish) with a divisor per lane (`counts`, exact small integers; a
+    /// lane with 0 gives 0), for the narrow-row path, whose lanes include border columns.
+    fn finish_counts(self, s: S, acc: Self::Acc, counts: S::V) -> S::V;
+    /// The divisor's factor from a window's rows (`rows` clipped to the image, `padded` to
+    /// the padded image) or from its columns; the divisor is their product.
+    fn count_factor(self, clipped: usize, padded: usize) -> usize;
     /// The portable kernel's definition for one output (used at the borders).
     fn scalar(
         self,
@@ -51,6 +63,7 @@ struct Max;
 
 impl<S: Simd> Reduce<S> for Max {
     type Acc = (S::V, S::M);
+    const NEUTRAL: f32 = f32::NEG_INFINITY;
     #[inline(always)]
     fn init(self, s: S) -> Self::Acc {
         let m = s.splat(f32::NEG_INFINITY);
@@ -63,6 +76,14 @@ impl<S: Simd> Reduce<S> for Max {
     #[inline(always)]
     fn finish(self, s: S, (m, nan): Self::Acc, _: usize, _: usize, _: usize) -> S::V {
         s.select(nan, s.splat(f32::NAN), m)
+    }
+    #[inline(always)]
+    fn finish_counts(self, s: S, acc: Self::Acc, _: S::V) -> S::V {
+        <Self as Reduce<S>>::finish(self, s, acc, 0, 0, 0)
+    }
+    #[inline(always)]
+    fn count_factor(self, _: usize, _: usize) -> usize {
+        1
     }
     #[inline(always)]
     fn scalar(
@@ -92,6 +113,7 @@ struct Avg {
 
 impl<S: Simd> Reduce<S> for Avg {
     type Acc = S::V;
+    const NEUTRAL: f32 = 0.0;
     #[inline(always)]
     fn init(self, s: S) -> S::V {
         s.zero()
@@ -107,6 +129,19 @@ impl<S: Simd> Reduce<S> for Avg {
             s.zero()
         } else {
             s.div(acc, s.splat(count as f32))
+        }
+    }
+    #[inline(always)]
+    fn finish_counts(self, s: S, acc: S::V, counts: S::V) -> S::V {
+        let zero = s.zero();
+        s.select(s.gt(counts, zero), s.div(acc, counts), zero)
+    }
+    #[inline(always)]
+    fn count_factor(self, clipped: usize, padded: usize) -> usize {
+        if self.include_pad {
+            padded
+        } else {
+            clipped
         }
     }
     #[inline(always)]
@@ -227,6 +262,11 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     };
     let input = &input[..planes * in_plane];
     let out = &mut out[..planes * out_plane];
+    // More than a couple of columns left to the scalar code (rows narrower than a vector and
+    // its window: 14x14 and 7x7 maps with AVX-512): pad the rows instead.
+    if ow - (vec_hi - vec_lo) > 2 && narrow(s, r, p, input, out) {
+        return true;
+    }
     for (i, dst) in out.chunks_exact_mut(out_plane).enumerate() {
         let src = &input[i * in_plane..][..in_plane];
         for (oy, line) in dst.chunks_exact_mut(ow).enumerate() {
@@ -264,6 +304,93 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
                 let v = if sw == 2 { s.unpermute(v) } else { v };
                 s.store(&mut line[start..], v);
                 ox0 += l;
+            }
+        }
+    }
+    true
+}
+
+/// Floats in [`narrow`]'s padded row buffer.
+const NARROW_ROW: usize = 320;
+
+/// Output vectors per row [`narrow`] keeps accumulators for.
+const NARROW_VECS: usize = 8;
+
+/// Pooling for rows of at most [`NARROW_VECS`] vectors of outputs, every column vectorised:
+/// each window row is copied into a buffer holding the padded row, the padding (and anything
+/// past it) set to the fold's neutral value, so that the border columns need no scalar code.
+/// Each lane still folds its window's in-image elements in the portable order; the neutral
+/// values change nothing (`x + 0.0 == x` for every partial sum, which is never -0.0 since it
+/// starts at +0.0; max with -inf), and the divisor is per lane. Returns `false`, having written
+/// nothing, if the row does not fit.
+#[inline(always)]
+fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut [f32]) -> bool {
+    let [sh, sw] = p.stride;
+    let [pt, pl, pb, pr] = p.pad;
+    let (w, kw, ow) = (p.w, p.kw, p.out_w);
+    let l = S::LANES;
+    let vecs = ow.div_ceil(l);
+    // Buffer columns the last vector reads from its first window's start (see `pool`).
+    let reads = if sw == 1 {
+        kw - 1 + l
+    } else {
+        2 * (kw.div_ceil(2) - 1) + 2 * l
+    };
+    let need = (vecs - 1) * l * sw + reads;
+    // The divisor is a product of two factors, exact in f32 below 2^24.
+    if vecs > NARROW_VECS || need > NARROW_ROW || pl + w > NARROW_ROW || p.kh * kw >= 1 << 24 {
+        return false;
+    }
+    let (in_plane, out_plane) = (p.h * w, p.out_h * ow);
+    // Per output column `ox`, the divisor's column factor, at `ox * sw`: loaded like the
+    // windows' first columns, a stride-2 row's factors come out in the same lane order as its
+    // sums (see `Simd::deinterleave`).
+    let mut col_factor = [0f32; 2 * NARROW_VECS * 16];
+    for ox in 0..ow {
+        let (cols, pw) = window(ox, sw, kw, pl, w, pr);
+        col_factor[ox * sw] = r.count_factor(cols.len(), pw) as f32;
+    }
+    let mut buf = [R::NEUTRAL; NARROW_ROW];
+    for (src, dst) in input
+        .chunks_exact(in_plane)
+        .zip(out.chunks_exact_mut(out_plane))
+    {
+        for (oy, line) in dst.chunks_exact_mut(ow).enumerate() {
+            let (rows, ph) = window(oy, sh, p.kh, pt, p.h, pb);
+            let row_factor = s.splat(r.count_factor(rows.len(), ph) as f32);
+            let mut acc = [r.init(s); NARROW_VECS];
+            for iy in rows {
+                buf[pl..pl + w].copy_from_slice(&src[iy * w..][..w]);
+                for (v, a) in acc[..vecs].iter_mut().enumerate() {
+                    let x0 = v * l * sw;
+                    if sw == 1 {
+                        for kx in 0..kw {
+                            *a = r.step(s, *a, s.load(&buf[x0 + kx..]));
+                        }
+                    } else {
+                        for pair in 0..kw.div_ceil(2) {
+                            let at = x0 + 2 * pair;
+                            let (even, odd) =
+                                s.deinterleave(s.load(&buf[at..]), s.load(&buf[at + l..]));
+                            *a = r.step(s, *a, even);
+                            if 2 * pair + 1 < kw {
+                                *a = r.step(s, *a, odd);
+                            }
+                        }
+                    }
+                }
+            }
+            for (v, a) in acc[..vecs].iter().enumerate() {
+                let at = v * l * sw;
+                let factors = if sw == 1 {
+                    s.load(&col_factor[at..])
+                } else {
+                    s.deinterleave(s.load(&col_factor[at..]), s.load(&col_factor[at + l..])).0
+                };
+                let counts = s.mul(row_factor, factors);
+                let y = r.finish_counts(s, *a, counts);
+                let y = if sw == 2 { s.unpermute(y) } else { y };
+                s.store_partial(&mut line[v * l..], y);
             }
         }
     }
