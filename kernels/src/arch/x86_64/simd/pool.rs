@@ -10,8 +10,8 @@
 //! remainder. The few columns that touch the left/right padding go through scalar code that
 //! is the portable kernel's definition. Rows too narrow for that (fewer output columns than a
 //! vector plus the window, as on the 14x14 and 7x7 maps of Inception's pooling branches, where
-//! every column went through the scalar code) are copied one at a time into a buffer holding
-//! the padded row, with the fold's neutral value in the padding, and every column is
+//! every column went through the scalar code) are copied into buffers holding the padded
+//! rows, with the fold's neutral value in the padding, and every column is
 //! vectorised ([`narrow`]).
 //!
 //! Every lane folds its window in the portable kernel's order (rows, then columns), so the
@@ -310,19 +310,19 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     true
 }
 
-/// Floats in [`narrow`]'s padded row buffer.
+/// Floats in each of [`narrow`]'s padded row buffers.
 const NARROW_ROW: usize = 320;
 
-/// Output vectors per row [`narrow`] keeps accumulators for.
-const NARROW_VECS: usize = 8;
+/// Window rows [`narrow`] has buffers for.
+const NARROW_KH: usize = 8;
 
-/// Pooling for rows of at most [`NARROW_VECS`] vectors of outputs, every column vectorised:
-/// each window row is copied into a buffer holding the padded row, the padding (and anything
-/// past it) set to the fold's neutral value, so that the border columns need no scalar code.
-/// Each lane still folds its window's in-image elements in the portable order; the neutral
-/// values change nothing (`x + 0.0 == x` for every partial sum, which is never -0.0 since it
-/// starts at +0.0; max with -inf), and the divisor is per lane. Returns `false`, having written
-/// nothing, if the row does not fit.
+/// Pooling for rows of at most a few vectors of outputs, every column vectorised: the window's
+/// rows are copied into buffers holding the padded rows, the padding (and anything past it)
+/// set to the fold's neutral value, so that the border columns need no scalar code. Each lane
+/// still folds its window's in-image elements in the portable order; the neutral values change
+/// nothing (`x + 0.0 == x` for every partial sum, which is never -0.0 since it starts at +0.0;
+/// max with -inf), and the divisor is per lane. Returns `false`, having written nothing, if
+/// the rows or the window do not fit the buffers.
 #[inline(always)]
 fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut [f32]) -> bool {
     let [sh, sw] = p.stride;
@@ -337,20 +337,20 @@ fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mu
         2 * (kw.div_ceil(2) - 1) + 2 * l
     };
     let need = (vecs - 1) * l * sw + reads;
-    // The divisor is a product of two factors, exact in f32 below 2^24.
-    if vecs > NARROW_VECS || need > NARROW_ROW || pl + w > NARROW_ROW || p.kh * kw >= 1 << 24 {
+    // (The divisor, a product of two small integers, is then exact in f32.)
+    if need > NARROW_ROW || pl + w > NARROW_ROW || p.kh > NARROW_KH {
         return false;
     }
     let (in_plane, out_plane) = (p.h * w, p.out_h * ow);
     // Per output column `ox`, the divisor's column factor, at `ox * sw`: loaded like the
     // windows' first columns, a stride-2 row's factors come out in the same lane order as its
     // sums (see `Simd::deinterleave`).
-    let mut col_factor = [0f32; 2 * NARROW_VECS * 16];
+    let mut col_factor = [0f32; NARROW_ROW];
     for ox in 0..ow {
         let (cols, pw) = window(ox, sw, kw, pl, w, pr);
         col_factor[ox * sw] = r.count_factor(cols.len(), pw) as f32;
     }
-    let mut buf = [R::NEUTRAL; NARROW_ROW];
+    let mut bufs = [[R::NEUTRAL; NARROW_ROW]; NARROW_KH];
     for (src, dst) in input
         .chunks_exact(in_plane)
         .zip(out.chunks_exact_mut(out_plane))
@@ -358,39 +358,43 @@ fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mu
         for (oy, line) in dst.chunks_exact_mut(ow).enumerate() {
             let (rows, ph) = window(oy, sh, p.kh, pt, p.h, pb);
             let row_factor = s.splat(r.count_factor(rows.len(), ph) as f32);
-            let mut acc = [r.init(s); NARROW_VECS];
-            for iy in rows {
-                buf[pl..pl + w].copy_from_slice(&src[iy * w..][..w]);
-                for (v, a) in acc[..vecs].iter_mut().enumerate() {
-                    let x0 = v * l * sw;
+            let n_rows = rows.len();
+            // Vector copies: a `memcpy` call would cost more than these few floats.
+            for (buf, iy) in bufs.iter_mut().zip(rows) {
+                let row = &src[iy * w..][..w];
+                for (d, x) in buf[pl..pl + w].chunks_mut(l).zip(row.chunks(l)) {
+                    s.store_partial(d, s.load_partial(x));
+                }
+            }
+            for (v, y) in line.chunks_mut(l).enumerate() {
+                let x0 = v * l * sw;
+                let mut acc = r.init(s);
+                for buf in &bufs[..n_rows] {
                     if sw == 1 {
                         for kx in 0..kw {
-                            *a = r.step(s, *a, s.load(&buf[x0 + kx..]));
+                            acc = r.step(s, acc, s.load(&buf[x0 + kx..]));
                         }
                     } else {
                         for pair in 0..kw.div_ceil(2) {
                             let at = x0 + 2 * pair;
                             let (even, odd) =
                                 s.deinterleave(s.load(&buf[at..]), s.load(&buf[at + l..]));
-                            *a = r.step(s, *a, even);
+                            acc = r.step(s, acc, even);
                             if 2 * pair + 1 < kw {
-                                *a = r.step(s, *a, odd);
+                                acc = r.step(s, acc, odd);
                             }
                         }
                     }
                 }
-            }
-            for (v, a) in acc[..vecs].iter().enumerate() {
-                let at = v * l * sw;
                 let factors = if sw == 1 {
-                    s.load(&col_factor[at..])
+                    s.load(&col_factor[x0..])
                 } else {
-                    s.deinterleave(s.load(&col_factor[at..]), s.load(&col_factor[at + l..])).0
+                    s.deinterleave(s.load(&col_factor[x0..]), s.load(&col_factor[x0 + l..]))
+                        .0
                 };
-                let counts = s.mul(row_factor, factors);
-                let y = r.finish_counts(s, *a, counts);
-                let y = if sw == 2 { s.unpermute(y) } else { y };
-                s.store_partial(&mut line[v * l..], y);
+                let res = r.finish_counts(s, acc, s.mul(row_factor, factors));
+                let res = if sw == 2 { s.unpermute(res) } else { res };
+                s.store_partial(y, res);
             }
         }
     }
