@@ -84,29 +84,43 @@ impl Work {
     }
 }
 
-/// `dst[..n] = src[..n]`, as a copy of a constant length (whole [`LANES`]-float blocks, which
-/// compile to a few vector moves rather than a `memcpy` call that costs more than copying the
-/// few floats of a chunk) when both slices have room for it; `dst` is a temporary whose
-/// elements past `n` are then overwritten with whatever follows in `src`.
+/// `dst[..n] = src[..n]`, as a few copies of constant lengths (which compile to vector moves)
+/// for `n < 128`: a `memcpy` call costs more than copying the few floats of a chunk, and the
+/// transforms copy 78 such runs per chunk of tiles and channel.
 #[inline(always)]
-fn copy_blocks(dst: &mut [f32], src: &[f32], n: usize) {
+fn copy_short(dst: &mut [f32], src: &[f32], n: usize) {
     #[inline(always)]
     fn fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
         dst[..N].copy_from_slice(&src[..N]);
     }
-    let whole = n.next_multiple_of(LANES);
-    if src.len() < whole || dst.len() < whole {
-        dst[..n].copy_from_slice(&src[..n]);
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    if n >= 128 {
+        dst.copy_from_slice(src);
         return;
     }
-    match whole / LANES {
-        0 => {}
-        1 => fixed::<LANES>(dst, src),
-        2 => fixed::<{ 2 * LANES }>(dst, src),
-        3 => fixed::<{ 3 * LANES }>(dst, src),
-        4 => fixed::<{ 4 * LANES }>(dst, src),
-        _ => dst[..n].copy_from_slice(&src[..n]),
+    let mut i = 0;
+    if n - i >= 64 {
+        fixed::<64>(&mut dst[i..], &src[i..]);
+        i += 64;
     }
+    if n - i >= 32 {
+        fixed::<32>(&mut dst[i..], &src[i..]);
+        i += 32;
+    }
+    if n - i >= 16 {
+        fixed::<16>(&mut dst[i..], &src[i..]);
+        i += 16;
+    }
+    let (dst, src) = (&mut dst[i..], &src[i..]);
+    macro_rules! tail {
+        ($($k:literal)*) => {
+            match n - i {
+                $($k => fixed::<$k>(dst, src),)*
+                _ => {}
+            }
+        };
+    }
+    tail!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 }
 
 /// `n` rounded up to whole vectors, within an array of `cap` elements.
@@ -345,7 +359,7 @@ fn input_tiles(
         if lo > 0 {
             row[..lo].fill(0.0);
         }
-        copy_blocks(&mut row[lo..], &plane[y as usize * p.w + s0..], hi - lo);
+        copy_short(&mut row[lo..], &plane[y as usize * p.w + s0..], hi - lo);
         if hi < width {
             row[hi..width].fill(0.0);
         }
@@ -363,7 +377,7 @@ fn input_tiles(
         input_points(ph, o, ch);
         for (j, oj) in o.iter().enumerate() {
             let start = (i * ALPHA + j) * point_stride + at;
-            v[start..start + ch].copy_from_slice(&oj[..ch]);
+            copy_short(&mut v[start..], oj, ch);
         }
     }
 }
@@ -390,7 +404,7 @@ fn output_tiles(
     } = work;
     // The chunk's 36 products, copied into whole-vector arrays.
     for (xi, row) in mm.iter_mut().enumerate() {
-        copy_blocks(row, &m[xi * point_stride + at..], ch);
+        copy_short(row, &m[xi * point_stride + at..], ch);
     }
     // Aᵀ M over the six rows of the domain, per column j: s[j][a][q].
     for (j, sj) in s.iter_mut().enumerate() {
