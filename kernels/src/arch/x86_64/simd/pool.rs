@@ -283,22 +283,7 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
                 let x0 = start * sw - pl;
                 let mut acc = r.init(s);
                 for iy in rows.clone() {
-                    let row = &src[iy * w..][..w];
-                    if sw == 1 {
-                        for kx in 0..kw {
-                            acc = r.step(s, acc, s.load(&row[x0 + kx..]));
-                        }
-                    } else {
-                        for pair in 0..kw.div_ceil(2) {
-                            let at = x0 + 2 * pair;
-                            let (even, odd) =
-                                s.deinterleave(s.load(&row[at..]), s.load(&row[at + l..]));
-                            acc = r.step(s, acc, even);
-                            if 2 * pair + 1 < kw {
-                                acc = r.step(s, acc, odd);
-                            }
-                        }
-                    }
+                    acc = fold_row(s, r, acc, &src[iy * w..][..w], x0, kw, sw);
                 }
                 let v = r.finish(s, acc, rows.len(), ph, kw);
                 let v = if sw == 2 { s.unpermute(v) } else { v };
@@ -308,6 +293,37 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
         }
     }
     true
+}
+
+/// Folds one window row into `acc` for the vector of outputs whose first window starts at
+/// column `x0` of `row` (stride 1: one unaligned load per window column; stride 2: the even or
+/// odd half of two deinterleaved loads, in [`Simd::deinterleave`]'s lane order).
+#[inline(always)]
+fn fold_row<S: Simd, R: Reduce<S>>(
+    s: S,
+    r: R,
+    mut acc: R::Acc,
+    row: &[f32],
+    x0: usize,
+    kw: usize,
+    sw: usize,
+) -> R::Acc {
+    if sw == 1 {
+        for kx in 0..kw {
+            acc = r.step(s, acc, s.load(&row[x0 + kx..]));
+        }
+    } else {
+        let l = S::LANES;
+        for pair in 0..kw.div_ceil(2) {
+            let at = x0 + 2 * pair;
+            let (even, odd) = s.deinterleave(s.load(&row[at..]), s.load(&row[at + l..]));
+            acc = r.step(s, acc, even);
+            if 2 * pair + 1 < kw {
+                acc = r.step(s, acc, odd);
+            }
+        }
+    }
+    acc
 }
 
 /// Floats in each of [`narrow`]'s padded row buffers.
@@ -370,21 +386,7 @@ fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mu
                 let x0 = v * l * sw;
                 let mut acc = r.init(s);
                 for buf in &bufs[..n_rows] {
-                    if sw == 1 {
-                        for kx in 0..kw {
-                            acc = r.step(s, acc, s.load(&buf[x0 + kx..]));
-                        }
-                    } else {
-                        for pair in 0..kw.div_ceil(2) {
-                            let at = x0 + 2 * pair;
-                            let (even, odd) =
-                                s.deinterleave(s.load(&buf[at..]), s.load(&buf[at + l..]));
-                            acc = r.step(s, acc, even);
-                            if 2 * pair + 1 < kw {
-                                acc = r.step(s, acc, odd);
-                            }
-                        }
-                    }
+                    acc = fold_row(s, r, acc, buf, x0, kw, sw);
                 }
                 let factors = if sw == 1 {
                     s.load(&col_factor[x0..])
