@@ -60,6 +60,7 @@ Usage (from anywhere; `pip install -r scripts/requirements.txt`):
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -165,6 +166,40 @@ def bound(sess: ort.InferenceSession, x: np.ndarray) -> tuple[ort.IOBinding, np.
     io.bind_output(name=out.name, device_type="cpu", device_id=0, element_type=np.float32,
                    shape=list(y.shape), buffer_ptr=y.ctypes.data)
     return io, y
+
+
+def ort_profile(name: str, model_path: Path, runs: int = 30, top: int = 12) -> None:
+    """onnxruntime's per-node profile (`SessionOptions.enable_profiling`), one thread: prints
+    `PROFILE model=<m> op=<type> ms=<x> share=<x>` per operator type and the `top` slowest
+    nodes with their input shapes, the per-layer side of a comparison with kiln (whose kernels
+    `perf record` on the `bench_e2e` server names; see README "Performance")."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.enable_profiling = True
+    so.profile_file_prefix = str(OUT_DIR / name / "ort_profile")
+    sess = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
+    x = load_file(str(OUT_DIR / name / "io.safetensors"))["x"]
+    for _ in range(runs):
+        sess.run(None, {sess.get_inputs()[0].name: x})
+    trace = Path(sess.end_profiling())
+    by_op: dict[str, float] = {}
+    by_node: dict[str, tuple[float, str, object]] = {}
+    for e in json.loads(trace.read_text()):
+        if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time"):
+            continue
+        op, node = e["args"]["op_name"], e["name"][: -len("_kernel_time")]
+        by_op[op] = by_op.get(op, 0.0) + e["dur"] / 1e3 / runs
+        prev = by_node.get(node, (0.0, op, None))[0]
+        by_node[node] = (prev + e["dur"] / 1e3 / runs, op, e["args"].get("input_type_shape"))
+    trace.unlink()
+    total = sum(by_op.values())
+    for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1]):
+        print(f"PROFILE model={name} op={op} ms={fmt(ms)} share={ms / total:.3f}")
+    for node, (ms, op, shapes) in sorted(by_node.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"PROFILE model={name} node={node} op={op} ms={fmt(ms)} inputs={shapes}")
 
 
 # --------------------------------------------------------------------------------------
@@ -345,6 +380,9 @@ def main() -> int:
                         "server of its own in the same alternation (e.g. avx512,avx2); "
                         "default: one server with the environment's KILN_ISA")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-start run")
+    parser.add_argument("--ort-profile", action="store_true",
+                        help="print onnxruntime's per-operator and slowest-node times (1 "
+                        "thread) for each model and stop")
     parser.add_argument("--emit", action="store_true",
                         help="rewrite examples/bench_e2e/models/*.rs and stop")
     parser.add_argument("--ort-cold", metavar="MODEL", help=argparse.SUPPRESS)
@@ -364,6 +402,10 @@ def main() -> int:
     if unknown:
         sys.exit(f"unknown model(s) {unknown}; known: {ALL_MODELS}")
     threads = [int(t) for t in args.threads.split(",")]
+    if args.ort_profile:
+        for name in names:
+            ort_profile(name, prepare(name))
+        return 0
 
     cmd = ["cargo", "build", "--release", "--example", "bench_e2e"]
     print("$ " + " ".join(cmd), flush=True)

@@ -126,12 +126,16 @@ impl ConvAlgo {
 /// of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet, thread CPU time, AMD EPYC Zen 4; see the
 /// README): Winograd F(4x4, 3x3) for a 3x3, stride-1, undilated, ungrouped convolution whose
 /// output has enough 4x4 tiles for its narrower channel count: 16 tiles (a 14x14 map) from 128
-/// channels in and out, 49 (28x28) from 64, 196 (56x56) from 32, never below 32. Below that the
+/// channels in and out, 49 (28x28, 27x27) from 32, never below 32. Below that the
 /// transforms (linear in `c_in + c_out`) are not paid back by the cheaper products (quadratic
 /// in the channels), and the 36 GEMMs get too few columns to run at speed: 7x7 maps ran at
-/// half the im2col speed, SqueezeNet's 13x13 layer with 64 input channels at 0.84 of it and
-/// DenseNet's 128 -> 32 at 28x28 at 1.06, while ResNet-50's 56x56, 28x28 and 14x14 layers ran
-/// 1.40-1.66x faster, DenseNet's 128 -> 32 at 56x56 1.41x and VGG-19's 1.4-2.5x.
+/// half the im2col speed, SqueezeNet's 13x13 layer with 64 input channels at 0.99 of it and
+/// its 55x55 one with 16 at 0.82, DenseNet's 128 -> 32 at 14x14 at 0.81, while ResNet-50's
+/// 56x56, 28x28 and 14x14 layers ran 1.40-1.66x faster, DenseNet's 128 -> 32 at 56x56 1.41x
+/// and VGG-19's 1.4-2.5x. Since the transforms stopped zeroing their temporaries per chunk and
+/// calling `memcpy` for each short copy, the narrow layers at 27x27 and 28x28 win too:
+/// SqueezeNet's 32 -> 128 at 27x27 ran 1.12x faster than im2col, DenseNet's 128 -> 32 at
+/// 28x28 1.04x (one run, 2026-11-24; it was 196 tiles for 32-63 channels before).
 #[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
 pub fn conv_algo(
     kernel: [usize; 2],
@@ -154,8 +158,7 @@ pub fn conv_algo(
     // The narrower the layer, the more tiles the transforms need to be paid back.
     let tiles_needed = match c_in.min(c_out) {
         128.. => 16,
-        64.. => 49,
-        32.. => 196,
+        32.. => 49,
         _ => usize::MAX,
     };
     if shape && tiles >= tiles_needed {
@@ -229,8 +232,11 @@ mod tests {
         assert_eq!(algo(3, 1, 1, 512, 512, 7), Im2col);
         // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) need larger maps.
         assert_eq!(algo(3, 1, 1, 128, 32, 56), Winograd); // 14x14 = 196 tiles
-        assert_eq!(algo(3, 1, 1, 128, 32, 28), Im2col);
-        assert_eq!(algo(3, 1, 1, 32, 128, 27), Im2col);
+        assert_eq!(algo(3, 1, 1, 128, 32, 28), Winograd); // 7x7 = 49 tiles
+        assert_eq!(algo(3, 1, 1, 32, 128, 27), Winograd);
+        assert_eq!(algo(3, 1, 1, 48, 192, 27), Winograd);
+        assert_eq!(algo(3, 1, 1, 128, 32, 14), Im2col); // 16 tiles
+        assert_eq!(algo(3, 1, 1, 31, 128, 27), Im2col);
         assert_eq!(algo(3, 1, 1, 16, 64, 55), Im2col);
         assert_eq!(algo(3, 1, 1, 16, 16, 224), Im2col);
         assert_eq!(algo(3, 1, 1, 64, 256, 13), Im2col);

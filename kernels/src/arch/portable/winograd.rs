@@ -51,6 +51,78 @@ const SPAN: usize = TILE * CHUNK + LANES;
 /// stale values and are never stored.
 const LANES: usize = 16;
 
+/// The transforms' fixed-size temporaries, allocated (and zeroed) once per call of
+/// [`conv2d_with`] rather than per chunk: zeroing them per chunk cost more than the transforms
+/// on small maps (a 28x28 map has 7 tiles per row, for 17 KB of temporaries). Nothing relies
+/// on their contents between uses: every element read is written first, except the lanes
+/// past a chunk's end, which are computed on but never stored, and `d`'s padding, which
+/// [`input_tiles`] writes as zeros each time.
+struct Work {
+    d: [[f32; SPAN]; ALPHA],
+    t: [[f32; SPAN]; ALPHA],
+    ph: [[f32; CHUNK]; ALPHA],
+    o: [[f32; CHUNK]; ALPHA],
+    mm: [[f32; CHUNK]; POINTS],
+    s: [[[f32; CHUNK]; TILE]; ALPHA],
+    y4: [[f32; CHUNK]; TILE],
+    line: [f32; TILE * CHUNK],
+}
+
+impl Work {
+    #[inline(always)]
+    fn new() -> Self {
+        Work {
+            d: [[0.0; SPAN]; ALPHA],
+            t: [[0.0; SPAN]; ALPHA],
+            ph: [[0.0; CHUNK]; ALPHA],
+            o: [[0.0; CHUNK]; ALPHA],
+            mm: [[0.0; CHUNK]; POINTS],
+            s: [[[0.0; CHUNK]; TILE]; ALPHA],
+            y4: [[0.0; CHUNK]; TILE],
+            line: [0.0; TILE * CHUNK],
+        }
+    }
+}
+
+/// `dst[..n] = src[..n]`, as a few copies of constant lengths (which compile to vector moves)
+/// for `n < 128`: a `memcpy` call costs more than copying the few floats of a chunk, and the
+/// transforms copy 78 such runs per chunk of tiles and channel.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32], n: usize) {
+    #[inline(always)]
+    fn fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
+        dst[..N].copy_from_slice(&src[..N]);
+    }
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    if n >= 128 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut i = 0;
+    if n - i >= 64 {
+        fixed::<64>(&mut dst[i..], &src[i..]);
+        i += 64;
+    }
+    if n - i >= 32 {
+        fixed::<32>(&mut dst[i..], &src[i..]);
+        i += 32;
+    }
+    if n - i >= 16 {
+        fixed::<16>(&mut dst[i..], &src[i..]);
+        i += 16;
+    }
+    let (dst, src) = (&mut dst[i..], &src[i..]);
+    macro_rules! tail {
+        ($($k:literal)*) => {
+            match n - i {
+                $($k => fixed::<$k>(dst, src),)*
+                _ => {}
+            }
+        };
+    }
+    tail!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+}
+
 /// `n` rounded up to whole vectors, within an array of `cap` elements.
 #[inline(always)]
 fn whole_vectors(n: usize, cap: usize) -> usize {
@@ -196,6 +268,7 @@ pub(crate) fn conv2d_with(
     }
     let (in_plane, out_plane) = (p.h * p.w, p.out_h * p.out_w);
     let (v_all, m_all) = scratch.split_at_mut(POINTS * p.c_in * b.rows * b.tiles_x);
+    let mut work = Work::new();
     let mut ty0 = 0;
     while ty0 < b.tiles_y {
         let rows = b.rows.min(b.tiles_y - ty0);
@@ -211,7 +284,7 @@ pub(crate) fn conv2d_with(
                     while tx0 < b.tiles_x {
                         let ch = CHUNK.min(b.tiles_x - tx0);
                         let at = c * nt + r * b.tiles_x + tx0;
-                        input_tiles(p, plane, ty0 + r, tx0, ch, v, at, p.c_in * nt);
+                        input_tiles(&mut work, p, plane, ty0 + r, tx0, ch, v, at, p.c_in * nt);
                         tx0 += ch;
                     }
                 }
@@ -231,7 +304,19 @@ pub(crate) fn conv2d_with(
                     while tx0 < b.tiles_x {
                         let ch = CHUNK.min(b.tiles_x - tx0);
                         let at = co * nt + r * b.tiles_x + tx0;
-                        output_tiles(p, m, at, p.c_out * nt, ty0 + r, tx0, ch, shift, act, plane);
+                        output_tiles(
+                            &mut work,
+                            p,
+                            m,
+                            at,
+                            p.c_out * nt,
+                            ty0 + r,
+                            tx0,
+                            ch,
+                            shift,
+                            act,
+                            plane,
+                        );
                         tx0 += ch;
                     }
                 }
@@ -246,6 +331,7 @@ pub(crate) fn conv2d_with(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn input_tiles(
+    work: &mut Work,
     p: &Conv2d,
     plane: &[f32],
     ty: usize,
@@ -256,8 +342,8 @@ fn input_tiles(
     point_stride: usize,
 ) {
     let width = TILE * ch + 2;
+    let Work { d, t, ph, o, .. } = work;
     // The six input rows the tile row reads, zero outside the image (that is the padding).
-    let mut d = [[0f32; SPAN]; ALPHA];
     // Input column of the chunk's first column: 4 * tx0 - pad_left, possibly negative.
     let x0 = (TILE * tx0) as isize - p.pad[1] as isize;
     let lo = (-x0).clamp(0, width as isize) as usize;
@@ -265,29 +351,33 @@ fn input_tiles(
     for (r, row) in d.iter_mut().enumerate() {
         let y = (TILE * ty + r) as isize - p.pad[0] as isize;
         if y < 0 || y >= p.h as isize || lo == hi {
+            row[..width].fill(0.0);
             continue;
         }
-        let src = &plane[y as usize * p.w..][..p.w];
         let s0 = (x0 + lo as isize) as usize;
-        row[lo..hi].copy_from_slice(&src[s0..s0 + (hi - lo)]);
+        // Only the image's edges have padding; the tests keep the `memset` calls off the rest.
+        if lo > 0 {
+            row[..lo].fill(0.0);
+        }
+        copy_short(&mut row[lo..], &plane[y as usize * p.w + s0..], hi - lo);
+        if hi < width {
+            row[hi..width].fill(0.0);
+        }
     }
     // Bᵀ d over the rows, for every column at once.
-    let mut t = [[0f32; SPAN]; ALPHA];
-    input_points(&d, &mut t, width);
+    input_points(d, t, width);
     // · B over each row's tiles: gather the six column phases of the tiles, then combine.
     for (i, row) in t.iter().enumerate() {
-        let mut ph = [[0f32; CHUNK]; ALPHA];
         for q in 0..ch {
             let cols = &row[TILE * q..TILE * q + ALPHA];
             for k in 0..ALPHA {
                 ph[k][q] = cols[k];
             }
         }
-        let mut o = [[0f32; CHUNK]; ALPHA];
-        input_points(&ph, &mut o, ch);
+        input_points(ph, o, ch);
         for (j, oj) in o.iter().enumerate() {
             let start = (i * ALPHA + j) * point_stride + at;
-            v[start..start + ch].copy_from_slice(&oj[..ch]);
+            copy_short(&mut v[start..], oj, ch);
         }
     }
 }
@@ -297,6 +387,7 @@ fn input_tiles(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn output_tiles(
+    work: &mut Work,
     p: &Conv2d,
     m: &[f32],
     at: usize,
@@ -308,13 +399,14 @@ fn output_tiles(
     act: Activation,
     plane: &mut [f32],
 ) {
+    let Work {
+        mm, s, y4, line, ..
+    } = work;
     // The chunk's 36 products, copied into whole-vector arrays.
-    let mut mm = [[0f32; CHUNK]; POINTS];
     for (xi, row) in mm.iter_mut().enumerate() {
-        row[..ch].copy_from_slice(&m[xi * point_stride + at..][..ch]);
+        copy_short(row, &m[xi * point_stride + at..], ch);
     }
     // Aᵀ M over the six rows of the domain, per column j: s[j][a][q].
-    let mut s = [[[0f32; CHUNK]; TILE]; ALPHA];
     for (j, sj) in s.iter_mut().enumerate() {
         output_points(core::array::from_fn(|i| &mm[i * ALPHA + j]), sj, ch);
     }
@@ -322,9 +414,7 @@ fn output_tiles(
     let valid = (TILE * ch).min(p.out_w - x0);
     for (a, y) in (TILE * ty..p.out_h).take(TILE).enumerate() {
         // · A over the tiles of output row a: y[b][q], interleaved into one output row.
-        let mut y4 = [[0f32; CHUNK]; TILE];
-        output_points(core::array::from_fn(|j| &s[j][a]), &mut y4, ch);
-        let mut line = [0f32; TILE * CHUNK];
+        output_points(core::array::from_fn(|j| &s[j][a]), y4, ch);
         for q in 0..ch {
             for (bcol, yb) in y4.iter().enumerate() {
                 line[TILE * q + bcol] = yb[q];

@@ -8,7 +8,11 @@
 //! deinterleaved loads, see [`Simd::deinterleave`]) is folded into the accumulator. The last
 //! vector of that range is shifted left to end at its last column instead of leaving a scalar
 //! remainder. The few columns that touch the left/right padding go through scalar code that
-//! is the portable kernel's definition.
+//! is the portable kernel's definition. Rows too narrow for that (fewer output columns than a
+//! vector plus the window, as on the 14x14 and 7x7 maps of Inception's pooling branches, where
+//! every column went through the scalar code) are copied into buffers holding the padded
+//! rows, with the fold's neutral value in the padding, and every column is
+//! vectorised ([`narrow`]).
 //!
 //! Every lane folds its window in the portable kernel's order (rows, then columns), so the
 //! results are bit-identical to it: average pooling adds from `0.0` in the same order and
@@ -30,11 +34,19 @@ use crate::Pool2d;
 /// How one kind of pooling folds a window, vector-wise and scalar-wise.
 trait Reduce<S: Simd>: Copy {
     type Acc: Copy;
+    /// The value that leaves a fold unchanged: what the narrow-row path puts in the padding.
+    const NEUTRAL: f32;
     fn init(self, s: S) -> Self::Acc;
     fn step(self, s: S, acc: Self::Acc, x: S::V) -> Self::Acc;
     /// The result for a window of `rows` clipped rows (`padded_rows` within the padded
     /// input) and `kw` in-image columns.
     fn finish(self, s: S, acc: Self::Acc, rows: usize, padded_rows: usize, kw: usize) -> S::V;
+    /// [`finish`](Self::finish) with a divisor per lane (`counts`, exact small integers; a
+    /// lane with 0 gives 0), for the narrow-row path, whose lanes include border columns.
+    fn finish_counts(self, s: S, acc: Self::Acc, counts: S::V) -> S::V;
+    /// The divisor's factor from a window's rows (`rows` clipped to the image, `padded` to
+    /// the padded image) or from its columns; the divisor is their product.
+    fn count_factor(self, clipped: usize, padded: usize) -> usize;
     /// The portable kernel's definition for one output (used at the borders).
     fn scalar(
         self,
@@ -51,6 +63,7 @@ struct Max;
 
 impl<S: Simd> Reduce<S> for Max {
     type Acc = (S::V, S::M);
+    const NEUTRAL: f32 = f32::NEG_INFINITY;
     #[inline(always)]
     fn init(self, s: S) -> Self::Acc {
         let m = s.splat(f32::NEG_INFINITY);
@@ -63,6 +76,14 @@ impl<S: Simd> Reduce<S> for Max {
     #[inline(always)]
     fn finish(self, s: S, (m, nan): Self::Acc, _: usize, _: usize, _: usize) -> S::V {
         s.select(nan, s.splat(f32::NAN), m)
+    }
+    #[inline(always)]
+    fn finish_counts(self, s: S, acc: Self::Acc, _: S::V) -> S::V {
+        <Self as Reduce<S>>::finish(self, s, acc, 0, 0, 0)
+    }
+    #[inline(always)]
+    fn count_factor(self, _: usize, _: usize) -> usize {
+        1
     }
     #[inline(always)]
     fn scalar(
@@ -92,6 +113,7 @@ struct Avg {
 
 impl<S: Simd> Reduce<S> for Avg {
     type Acc = S::V;
+    const NEUTRAL: f32 = 0.0;
     #[inline(always)]
     fn init(self, s: S) -> S::V {
         s.zero()
@@ -107,6 +129,19 @@ impl<S: Simd> Reduce<S> for Avg {
             s.zero()
         } else {
             s.div(acc, s.splat(count as f32))
+        }
+    }
+    #[inline(always)]
+    fn finish_counts(self, s: S, acc: S::V, counts: S::V) -> S::V {
+        let zero = s.zero();
+        s.select(s.gt(counts, zero), s.div(acc, counts), zero)
+    }
+    #[inline(always)]
+    fn count_factor(self, clipped: usize, padded: usize) -> usize {
+        if self.include_pad {
+            padded
+        } else {
+            clipped
         }
     }
     #[inline(always)]
@@ -227,6 +262,11 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     };
     let input = &input[..planes * in_plane];
     let out = &mut out[..planes * out_plane];
+    // More than a couple of columns left to the scalar code (rows narrower than a vector and
+    // its window: 14x14 and 7x7 maps with AVX-512): pad the rows instead.
+    if ow - (vec_hi - vec_lo) > 2 && narrow(s, r, p, input, out) {
+        return true;
+    }
     for (i, dst) in out.chunks_exact_mut(out_plane).enumerate() {
         let src = &input[i * in_plane..][..in_plane];
         for (oy, line) in dst.chunks_exact_mut(ow).enumerate() {
@@ -243,27 +283,120 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
                 let x0 = start * sw - pl;
                 let mut acc = r.init(s);
                 for iy in rows.clone() {
-                    let row = &src[iy * w..][..w];
-                    if sw == 1 {
-                        for kx in 0..kw {
-                            acc = r.step(s, acc, s.load(&row[x0 + kx..]));
-                        }
-                    } else {
-                        for pair in 0..kw.div_ceil(2) {
-                            let at = x0 + 2 * pair;
-                            let (even, odd) =
-                                s.deinterleave(s.load(&row[at..]), s.load(&row[at + l..]));
-                            acc = r.step(s, acc, even);
-                            if 2 * pair + 1 < kw {
-                                acc = r.step(s, acc, odd);
-                            }
-                        }
-                    }
+                    acc = fold_row(s, r, acc, &src[iy * w..][..w], x0, kw, sw);
                 }
                 let v = r.finish(s, acc, rows.len(), ph, kw);
                 let v = if sw == 2 { s.unpermute(v) } else { v };
                 s.store(&mut line[start..], v);
                 ox0 += l;
+            }
+        }
+    }
+    true
+}
+
+/// Folds one window row into `acc` for the vector of outputs whose first window starts at
+/// column `x0` of `row` (stride 1: one unaligned load per window column; stride 2: the even or
+/// odd half of two deinterleaved loads, in [`Simd::deinterleave`]'s lane order).
+#[inline(always)]
+fn fold_row<S: Simd, R: Reduce<S>>(
+    s: S,
+    r: R,
+    mut acc: R::Acc,
+    row: &[f32],
+    x0: usize,
+    kw: usize,
+    sw: usize,
+) -> R::Acc {
+    if sw == 1 {
+        for kx in 0..kw {
+            acc = r.step(s, acc, s.load(&row[x0 + kx..]));
+        }
+    } else {
+        let l = S::LANES;
+        for pair in 0..kw.div_ceil(2) {
+            let at = x0 + 2 * pair;
+            let (even, odd) = s.deinterleave(s.load(&row[at..]), s.load(&row[at + l..]));
+            acc = r.step(s, acc, even);
+            if 2 * pair + 1 < kw {
+                acc = r.step(s, acc, odd);
+            }
+        }
+    }
+    acc
+}
+
+/// Floats in each of [`narrow`]'s padded row buffers.
+const NARROW_ROW: usize = 320;
+
+/// Window rows [`narrow`] has buffers for.
+const NARROW_KH: usize = 8;
+
+/// Pooling for rows of at most a few vectors of outputs, every column vectorised: the window's
+/// rows are copied into buffers holding the padded rows, the padding (and anything past it)
+/// set to the fold's neutral value, so that the border columns need no scalar code. Each lane
+/// still folds its window's in-image elements in the portable order; the neutral values change
+/// nothing (`x + 0.0 == x` for every partial sum, which is never -0.0 since it starts at +0.0;
+/// max with -inf), and the divisor is per lane. Returns `false`, having written nothing, if
+/// the rows or the window do not fit the buffers.
+#[inline(always)]
+fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut [f32]) -> bool {
+    let [sh, sw] = p.stride;
+    let [pt, pl, pb, pr] = p.pad;
+    let (w, kw, ow) = (p.w, p.kw, p.out_w);
+    let l = S::LANES;
+    let vecs = ow.div_ceil(l);
+    // Buffer columns the last vector reads from its first window's start (see `pool`).
+    let reads = if sw == 1 {
+        kw - 1 + l
+    } else {
+        2 * (kw.div_ceil(2) - 1) + 2 * l
+    };
+    let need = (vecs - 1) * l * sw + reads;
+    // (The divisor, a product of two small integers, is then exact in f32.)
+    if need > NARROW_ROW || pl + w > NARROW_ROW || p.kh > NARROW_KH {
+        return false;
+    }
+    let (in_plane, out_plane) = (p.h * w, p.out_h * ow);
+    // Per output column `ox`, the divisor's column factor, at `ox * sw`: loaded like the
+    // windows' first columns, a stride-2 row's factors come out in the same lane order as its
+    // sums (see `Simd::deinterleave`).
+    let mut col_factor = [0f32; NARROW_ROW];
+    for ox in 0..ow {
+        let (cols, pw) = window(ox, sw, kw, pl, w, pr);
+        col_factor[ox * sw] = r.count_factor(cols.len(), pw) as f32;
+    }
+    let mut bufs = [[R::NEUTRAL; NARROW_ROW]; NARROW_KH];
+    for (src, dst) in input
+        .chunks_exact(in_plane)
+        .zip(out.chunks_exact_mut(out_plane))
+    {
+        for (oy, line) in dst.chunks_exact_mut(ow).enumerate() {
+            let (rows, ph) = window(oy, sh, p.kh, pt, p.h, pb);
+            let row_factor = s.splat(r.count_factor(rows.len(), ph) as f32);
+            let n_rows = rows.len();
+            // Vector copies: a `memcpy` call would cost more than these few floats.
+            for (buf, iy) in bufs.iter_mut().zip(rows) {
+                let row = &src[iy * w..][..w];
+                for (d, x) in buf[pl..pl + w].chunks_mut(l).zip(row.chunks(l)) {
+                    s.store_partial(d, s.load_partial(x));
+                }
+            }
+            for (v, y) in line.chunks_mut(l).enumerate() {
+                let x0 = v * l * sw;
+                let mut acc = r.init(s);
+                for buf in &bufs[..n_rows] {
+                    acc = fold_row(s, r, acc, buf, x0, kw, sw);
+                }
+                let factors = if sw == 1 {
+                    s.load(&col_factor[x0..])
+                } else {
+                    s.deinterleave(s.load(&col_factor[x0..]), s.load(&col_factor[x0 + l..]))
+                        .0
+                };
+                let res = r.finish_counts(s, acc, s.mul(row_factor, factors));
+                let res = if sw == 2 { s.unpermute(res) } else { res };
+                s.store_partial(y, res);
             }
         }
     }
