@@ -15,15 +15,15 @@
 //!     row[t] = input row oy + t - pad_top, or a row of zeros outside the image
 //!     acc[0..R][0..C] = splat(bias)
 //!     for each of the R + K - 1 input rows t the block reads:       // fully unrolled
-//!       for kx, c: tap = load(row[t] + ox[c] + kx - pad_left)       // masked at the edges
+//!       for kx, c: tap = load(row[t] + ox[c] + kx - pad_left)  // masked in edge chunks
 //!         for each output row r that row t feeds (ky = t - r in 0..K):
 //!           acc[r][c] += tap * w[ky][kx]
 //!     store act(acc[r][c])
 //! ```
 //!
-//! **Reading in place.** The taps are unaligned loads straight from the input plane: a group
-//! of chunks whose every tap lies inside the image (the interior of a wide plane) uses plain
-//! loads; the groups at the left and right edges use masked loads that zero the lanes in the
+//! **Reading in place.** The taps are unaligned loads straight from the input plane: a chunk
+//! whose every tap lies inside the image (the interior of a wide plane) uses plain loads;
+//! the chunks at the left and right edges use masked loads that zero the lanes in the
 //! padding (masked-off lanes are never read, so they may point before or after the plane).
 //! Rows above and below the image read a row of zeros at the start of the scratch. An
 //! earlier version copied every input row into a zero-padded band buffer first; the copy
@@ -34,6 +34,14 @@
 //!
 //! Each loaded tap vector feeds up to `min(R, K)` FMAs instead of one, which makes the block
 //! FMA-bound rather than load-bound.
+//!
+//! Tried on Zen 4 with AVX-512 (2026-11-24) and not kept, each measured against this kernel in
+//! alternating runs of the kernel bench: blocks of 7 rows (every MobileNet-v2 map is a
+//! multiple of 7) or of 4 rows by 2 chunks instead of 3 by 2 and 4 by 1 (no faster: 0.35-0.43
+//! against 0.41-0.48 of peak), and stride 2 in this kernel, two loads per pair of taps split
+//! into even and odd columns with `deinterleave` (0.16-0.19 of peak against the
+//! channels-in-lanes kernel's 0.19-0.23 on the three wide stride-2 layers; with AVX2 about
+//! half the channels-in-lanes speed).
 //!
 //! **No remainders.** Blocks and chunks overlap instead of having scalar remainders: a
 //! recomputed output is recomputed with the same operations in the same order, hence written
@@ -309,9 +317,12 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
                         s.mask_range(lo, hi.max(lo))
                     })
                 });
-                let inside = ox
-                    .iter()
-                    .all(|&x| x >= pad_left && x + lanes + K - 1 <= read_w + pad_left);
+                // Bit `c`: chunk `c` has a tap outside the image, so it loads through masks
+                // (a masked load costs more than a plain one, with AVX2 much more).
+                let edge = ox.iter().enumerate().fold(0u8, |e, (c, &x)| {
+                    let inside = x >= pad_left && x + lanes + K - 1 <= read_w + pad_left;
+                    e | (u8::from(!inside) << c)
+                });
                 for i in 0..blocks {
                     let oy = oy0(i);
                     let rows: [*const f32; MAX_IN_ROWS] = core::array::from_fn(|t| {
@@ -325,14 +336,20 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
                     let to = dst.wrapping_add(oy * ow);
                     // SAFETY: see the bounds above.
                     unsafe {
-                        if inside {
-                            block::<S, A, K, R, C, false>(
-                                s, &wv, b, self.act, &rows, &masks, at, ox, to, out_end,
-                            )
+                        macro_rules! edges {
+                            ($($e:literal)*) => {
+                                match edge {
+                                    $($e => block::<S, A, K, R, C, $e>(
+                                        s, &wv, b, self.act, &rows, &masks, at, ox, to, out_end,
+                                    ),)*
+                                    _ => unreachable!("{C} chunks"),
+                                }
+                            };
+                        }
+                        if C == 1 {
+                            edges!(0 1)
                         } else {
-                            block::<S, A, K, R, C, true>(
-                                s, &wv, b, self.act, &rows, &masks, at, ox, to, out_end,
-                            )
+                            edges!(0 1 2 3)
                         }
                     };
                 }
@@ -349,8 +366,8 @@ struct Strides {
 }
 
 /// `R` output rows by `C` vectors of columns, from the input rows `rows[0..R + K - 1]`,
-/// stored at `out + r * ow + ox[c]`. `MASKED` loads the taps through `masks` (the edge
-/// groups), else with plain loads.
+/// stored at `out + r * ow + ox[c]`. Chunk `c` loads its taps through `masks` if bit `c` of
+/// `EDGE` is set (a chunk at the plane's edge), else with plain loads.
 ///
 /// Register budget (AVX2, 3x3): `R * C` accumulators (6 or 4), nine weights and the tap in
 /// use. Each accumulator is a chain of `K * K` dependent FMAs; with six of them in flight,
@@ -370,7 +387,7 @@ unsafe fn block<
     const K: usize,
     const R: usize,
     const C: usize,
-    const MASKED: bool,
+    const EDGE: u8,
 >(
     s: S,
     wv: &[S::V; MAX_K * MAX_K],
@@ -392,7 +409,7 @@ unsafe fn block<
             if $t < R - 1 + K {
                 // SAFETY: one of the block's rows; the caller's contract.
                 unsafe {
-                    input_row::<S, K, R, C, $t, MASKED>(
+                    input_row::<S, K, R, C, $t, EDGE>(
                         s, wv, rows[$t], masks, at.pad_left, ox, &mut acc,
                     )
                 };
@@ -423,7 +440,7 @@ unsafe fn block<
 /// # Safety
 ///
 /// `row + ox[c] + kx - pad_left` must be readable for `L` elements (or the lanes of
-/// `masks[c][kx]` if `MASKED`) for every tap `kx` and chunk `c`.
+/// `masks[c][kx]` if bit `c` of `EDGE` is set) for every tap `kx` and chunk `c`.
 #[inline(always)]
 unsafe fn input_row<
     S: Simd,
@@ -431,7 +448,7 @@ unsafe fn input_row<
     const R: usize,
     const C: usize,
     const T: usize,
-    const MASKED: bool,
+    const EDGE: u8,
 >(
     s: S,
     wv: &[S::V; MAX_K * MAX_K],
@@ -448,7 +465,7 @@ unsafe fn input_row<
             let p = row.wrapping_add(ox + kx).wrapping_sub(pad_left);
             // SAFETY: the caller's contract.
             let tap = unsafe {
-                if MASKED {
+                if EDGE >> c & 1 != 0 {
                     s.load_masked_ptr(p, masks[c][kx])
                 } else {
                     s.load_ptr(p)
