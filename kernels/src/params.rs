@@ -277,11 +277,8 @@ pub(crate) struct WinogradBlocks {
 /// for it, so that [`Conv2d::scratch_len`] does not depend on the ISA.
 pub(crate) const DEPTHWISE_MAX_LANES: usize = 16;
 
-/// The scratch of the planar SIMD depthwise kernel (`arch/x86_64/simd/depthwise.rs`): `rows`
-/// buffer rows, each `stride` phase rows of `phase_len` elements. The kernel reads its taps
-/// in place and uses only the first `max(out_w, L) + k - 1` elements, as a row of zeros;
-/// the size is that of the band buffer it once copied the input rows into, kept because
-/// [`Conv2d::scratch_len`] is a contract shared with the compiler.
+/// The band buffer of the SIMD depthwise kernels (`arch/x86_64/simd/depthwise.rs`): `rows`
+/// buffer rows, each `stride` phase rows of `phase_len` elements.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DepthwiseBand {
     pub(crate) rows: usize,
@@ -291,7 +288,6 @@ pub(crate) struct DepthwiseBand {
 /// The band buffer for `p`, or `None` if `p` is not a depthwise convolution the SIMD kernels
 /// specialise (or its size overflows).
 ///
-/// (The sizes below are those of the former band buffer, see [`DepthwiseBand`].)
 /// A band is at most 16 output rows, so it reads `(min(out_h, 16) - 1) * s + k` padded input
 /// rows. A phase row holds `max(out_w, L) + (k - 1) / s` elements for the taps of the
 /// vector-wide chunks (`L <= 16` lanes), and the row copy's whole-vector stores reach at most

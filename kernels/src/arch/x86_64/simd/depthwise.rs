@@ -1,55 +1,61 @@
 //! Depthwise convolution (one input and one output channel per group), direct SIMD over the
-//! output width, for 3x3 and 5x5 windows with stride 1, dilation 1 and top/left padding
+//! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
 //! smaller than the window. This is the table's entry: it first offers the convolution to
 //! [`super::depthwise_lanes`] (channels in the lanes), which takes stride 2 and planes of at
 //! most 8 output columns; this planar kernel runs the rest (stride 1, wider planes), and
-//! anything neither specialises goes to the portable kernel.
+//! anything neither specialises goes to the portable kernel. The code below is still generic
+//! over the stride `ST` (the stride-2 band layout is described below), but only `ST = 1` is
+//! instantiated since the channels-in-lanes kernel took stride 2 over.
 //!
 //! Algorithm sketch, per channel plane (NCHW, so a plane is contiguous):
 //!
 //! ```text
 //! w[ky][kx] = splat(weight)                           // K*K broadcast vectors
-//! for each group of C chunks of L output columns (L = lanes; the last group overlaps):
-//!   mask[c][kx] = the lanes of chunk c whose tap kx reads an image column
-//!   for each block of R output rows (the plane's last block overlaps the previous one):
-//!     row[t] = input row oy + t - pad_top, or a row of zeros outside the image
-//!     acc[0..R][0..C] = splat(bias)
-//!     for each of the R + K - 1 input rows t the block reads:       // fully unrolled
-//!       for kx, c: tap = load(row[t] + ox[c] + kx - pad_left)  // masked in edge chunks
-//!         for each output row r that row t feeds (ky = t - r in 0..K):
-//!           acc[r][c] += tap * w[ky][kx]
-//!     store act(acc[r][c])
+//! for each band of up to 16 output rows:
+//!   copy the input rows the band reads into the band buffer, zero-padded on every side
+//!   (stride 2: each row split into its even and odd columns, see below)
+//!   for each block of R = 4 output rows (the plane's last block overlaps the previous one):
+//!     for each chunk of L output columns (L = lanes; the last chunk overlaps too):
+//!       acc[0..R] = splat(bias)
+//!       for each of the (R-1)*S + K buffer rows the block reads:   // fully unrolled
+//!         tap[kx] = one unaligned load per tap                     // K vectors
+//!         for each output row r that this row feeds (ky = row - r*S in 0..K):
+//!           acc[r] += tap[kx] * w[ky][kx]  for kx in 0..K
+//!       store act(acc[r])
 //! ```
 //!
-//! **Reading in place.** The taps are unaligned loads straight from the input plane: a chunk
-//! whose every tap lies inside the image (the interior of a wide plane) uses plain loads;
-//! the chunks at the left and right edges use masked loads that zero the lanes in the
-//! padding (masked-off lanes are never read, so they may point before or after the plane).
-//! Rows above and below the image read a row of zeros at the start of the scratch. An
-//! earlier version copied every input row into a zero-padded band buffer first; the copy
-//! cost a load and a store per input element, and the taps that read the freshly stored rows
-//! at odd offsets could not be forwarded from the store queue and waited for the stores to
-//! retire: on Zen 4 with AVX-512 the 14x14 MobileNet-v2 layers spent a sixth of their time
-//! on the copy's loads alone.
+//! **The band buffer** (the convolution's scratch, [`Conv2d::scratch_len`]) is what keeps the
+//! inner loop free of borders: the padding is real zeros in the buffer, so every block, at the
+//! edges as much as in the middle, is the same straight-line run of loads and FMAs, with no
+//! masks and no row checks, whatever the plane's size. Copying the rows costs one load and one
+//! store per input element, against `K*K` FMAs per output; a band (16 output rows) stays in L1.
+//! With stride 2 the copy also splits every row into its even and odd padded columns (one
+//! deinterleave per input element, rather than one per tap as in a kernel that reads the
+//! input in place), so that tap `kx` of output column `ox` is element `ox + kx / 2` of phase
+//! `kx % 2`: consecutive outputs read consecutive elements and every tap is again one plain
+//! load. In general, tap `kx` is at phase `kx % S`, index `ox + kx / S`.
 //!
-//! Each loaded tap vector feeds up to `min(R, K)` FMAs instead of one, which makes the block
-//! FMA-bound rather than load-bound.
+//! Each loaded tap vector feeds up to `min(R, K)` FMAs with stride 1 instead of one, which
+//! makes the block FMA-bound rather than load-bound.
 //!
-//! Tried on Zen 4 with AVX-512 (2026-11-24) and not kept, each measured against this kernel in
-//! alternating runs of the kernel bench: blocks of 7 rows (every MobileNet-v2 map is a
-//! multiple of 7) or of 4 rows by 2 chunks instead of 3 by 2 and 4 by 1 (no faster: 0.35-0.43
-//! against 0.41-0.48 of peak), and stride 2 in this kernel, two loads per pair of taps split
-//! into even and odd columns with `deinterleave` (0.16-0.19 of peak against the
-//! channels-in-lanes kernel's 0.19-0.23 on the three wide stride-2 layers; with AVX2 about
-//! half the channels-in-lanes speed).
+//! Tried on Zen 4 (AVX-512 as two 256-bit halves; 2026-11-24, branch `dw`, commits
+//! 43cd4fe..HEAD~1) and not kept, each against this kernel in alternating runs of the
+//! kernel bench on a shared machine: reading the taps in place (masked loads at the plane's
+//! edges, a row of zeros above and below) instead of copying rows into the band buffer won
+//! on the 14x14 and 28x28 MobileNet-v2 layers with AVX-512 (0.42-0.49 of peak against
+//! 0.37) but lost on the 112- and 56-wide ones (0.39 against 0.46 on 112) and with AVX2 on
+//! most (its masked loads are slow); a hybrid by width is the next step. Also: blocks of 7
+//! rows, or 4 rows by 2 chunks (no faster), and stride 2 here with a `deinterleave` of two
+//! in-place loads per pair of taps (0.16-0.19 of peak against the channels-in-lanes
+//! kernel's 0.19-0.23 with AVX-512, half of it with AVX2).
 //!
 //! **No remainders.** Blocks and chunks overlap instead of having scalar remainders: a
 //! recomputed output is recomputed with the same operations in the same order, hence written
 //! with the same value. A plane narrower than a vector (`ow < L`) stores whole vectors anyway:
 //! the extra lanes spill into the start of the next output row, or the next plane, which is
-//! written later (within a plane, blocks go down the rows of each column group, and a plane
-//! that narrow has one group; planes go in increasing address order) and so overwrites them;
-//! only a store that would pass the end of the output stores just its `ow` lanes.
+//! written later (rows, blocks, bands and planes all go in increasing address order) and so
+//! overwrites them; only a store that would pass the end of the output stores just its `ow`
+//! lanes.
 //!
 //! Bias and the cheap activations (ReLU, clip, leaky ReLU) are applied to the accumulators
 //! before the store; the kernel is instantiated once per cheap activation so that this costs
@@ -73,16 +79,17 @@ use crate::arch::portable;
 use crate::params::depthwise_band;
 use crate::{Activation, Conv2d};
 
-/// The most output rows per block.
+/// Output rows per block: four accumulators, plus nine (3x3) weight vectors and the tap
+/// vectors, fill AVX2's sixteen registers.
 const ROWS: usize = 4;
 /// The largest window side with a specialised kernel.
 const MAX_K: usize = 5;
-/// The most input rows a block reads: `ROWS - 1 + MAX_K`.
-const MAX_IN_ROWS: usize = ROWS - 1 + MAX_K;
+/// The most input rows a block reads: `(ROWS - 1) * 2 + MAX_K`.
+const MAX_IN_ROWS: usize = 11;
 
 /// Depthwise conv2d with the portable kernel's signature and semantics (see
 /// [`portable::conv2d`]); falls back to it for shapes this kernel does not specialise.
-/// `scratch` holds the row of zeros; it needs [`Conv2d::scratch_len`] elements.
+/// `scratch` holds the band buffer; it needs [`Conv2d::scratch_len`] elements.
 #[allow(clippy::too_many_arguments)] // The signature is the table's contract.
 #[inline(always)]
 pub(crate) fn conv2d<S: Simd>(
@@ -114,11 +121,13 @@ pub(crate) fn conv2d<S: Simd>(
         weight: &weight[..c * kk],
         bias: bias.map(|b| &b[..c]),
     };
-    let zeros = &mut scratch[..g.zeros];
-    zeros.fill(0.0);
+    let buf = &mut scratch[..g.band_rows * g.row_len];
+    // The buffer's padding is zeros from here on: copies only write image columns (or zeros),
+    // and rows outside the image are zeroed when a band needs them.
+    buf.fill(0.0);
     // The cheap activations are fused into the store (one instantiation each); sigmoid and
     // tanh run as a second pass.
-    specialise_cheap!(s, act, a => by_shape(s, a, &conv, zeros, out),
+    specialise_cheap!(s, act, a => by_shape(s, a, &conv, buf, out),
         then eltwise::unary_inplace(s, act, out));
 }
 
@@ -131,19 +140,19 @@ struct Data<'a> {
     bias: Option<&'a [f32]>,
 }
 
-/// Picks the block shape, then the window. Planes wider than a vector take two chunks side
-/// by side in 3 rows (six accumulators: enough independent FMA chains to cover the FMA
-/// latency); narrower ones one chunk in 4 rows; planes under 4 rows, 1 row.
+/// Picks the block shape, then the window and stride. Planes wider than a vector take two
+/// chunks side by side in 3 rows (six accumulators: enough independent FMA chains to cover
+/// the FMA latency); narrower ones one chunk in 4 rows; planes under 4 rows, 1 row.
 #[inline(always)]
-fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, zeros: &[f32], out: &mut [f32]) {
+fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, buf: &mut [f32], out: &mut [f32]) {
     macro_rules! go {
-        ($k:literal) => {{
+        ($k:literal, $st:literal) => {{
             macro_rules! job {
                 ($r:literal, $c:literal) => {
-                    s.vectorize(Planes::<'_, '_, A, $k, $r, $c> {
+                    s.vectorize(Planes::<'_, '_, A, $k, $st, $r, $c> {
                         conv,
                         act,
-                        zeros,
+                        buf,
                         out,
                     })
                 };
@@ -158,14 +167,15 @@ fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, zeros: &[f32], ou
             }
         }};
     }
+    // Stride 1 only: `Geom::new` leaves stride 2 to the channels-in-lanes kernel.
     match conv.g.k {
-        3 => go!(3),
-        _ => go!(5),
+        3 => go!(3, 1),
+        _ => go!(5, 1),
     }
 }
 
-/// The shape of one plane's convolution, validated so that the index arithmetic below cannot
-/// overflow.
+/// The shape of one plane's convolution and of the band buffer, validated so that the index
+/// arithmetic below cannot overflow.
 struct Geom {
     k: usize,
     h: usize,
@@ -174,10 +184,14 @@ struct Geom {
     ow: usize,
     pad_top: usize,
     pad_left: usize,
-    /// Image columns a tap can read (at most `w`); the masks keep the loads below it.
-    read_w: usize,
-    /// Length of the row of zeros: `max(ow, L) + K - 1` columns a tap can read.
-    zeros: usize,
+    /// Elements per phase row of the band buffer (see [`depthwise_band`]).
+    phase_len: usize,
+    /// Elements per buffer row: `stride` phases.
+    row_len: usize,
+    /// Buffer rows.
+    band_rows: usize,
+    /// Image columns copied into a buffer row: those a tap can read (at most `w`).
+    copy_w: usize,
 }
 
 impl Geom {
@@ -190,11 +204,9 @@ impl Geom {
         if p.stride[0] != 1 || crate::params::lanes_band(p).is_some() {
             return None;
         }
-        // The scratch (`depthwise_band`'s buffer) is at least one phase row of
-        // `max(ow, 16) + k + 16` floats, which holds the row of zeros.
         let band = depthwise_band(p)?;
         // 2^40 per dimension is far beyond any real tensor and keeps every
-        // `coordinate + window + lanes` comfortably inside `isize`.
+        // `coordinate * stride + window + lanes` comfortably inside `isize`.
         const LIMIT: usize = 1 << 40;
         let dims = [p.h, p.w, p.out_h, p.out_w];
         if dims.iter().any(|&d| d >= LIMIT) {
@@ -206,13 +218,12 @@ impl Geom {
         if planes == 0 || p.h == 0 || p.w == 0 || p.out_h == 0 || p.out_w == 0 {
             return None;
         }
-        let k = p.kh;
-        // Padded columns a tap reads: up to `max(ow, L) - 1 + k - 1` (the chunks cover
-        // `max(ow, L)` columns), so image columns below `max(ow, L) + k - 1 - pad_left`.
-        let cols_read = p.out_w.max(S::LANES) + k - 1;
-        let read_w = p.w.min(cols_read.saturating_sub(p.pad[1]));
+        let (k, st) = (p.kh, p.stride[0]);
+        // Padded columns a tap reads: up to `(max(ow, L) - 1) * st + k - 1` (the chunks cover
+        // `max(ow, L)` columns). Image columns past that are not copied.
+        let cols_read = (p.out_w.max(S::LANES) - 1) * st + k;
+        let copy_w = p.w.min(cols_read.saturating_sub(p.pad[1]));
         debug_assert!(S::LANES <= crate::params::DEPTHWISE_MAX_LANES);
-        debug_assert!(cols_read <= band.phase_len && band.rows >= 1);
         Some(Geom {
             k,
             h: p.h,
@@ -221,41 +232,47 @@ impl Geom {
             ow: p.out_w,
             pad_top: p.pad[0],
             pad_left: p.pad[1],
-            read_w,
-            zeros: cols_read,
+            phase_len: band.phase_len,
+            row_len: band.phase_len * st,
+            band_rows: band.rows,
+            copy_w,
         })
     }
 }
 
-/// The whole convolution for window `K` and blocks of `R` output rows by `C` chunks.
-struct Planes<'a, 'b, A, const K: usize, const R: usize, const C: usize> {
+/// The whole convolution for window `K`, stride `ST`, and blocks of `R` output rows by `C`
+/// chunks.
+struct Planes<'a, 'b, A, const K: usize, const ST: usize, const R: usize, const C: usize> {
     conv: &'a Data<'b>,
     act: A,
-    zeros: &'a [f32],
+    buf: &'a mut [f32],
     out: &'a mut [f32],
 }
 
-impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
-    for Planes<'_, '_, A, K, R, C>
+/// Output rows per band: four blocks of [`ROWS`] rows. Must match [`depthwise_band`].
+const BAND_OUT_ROWS: usize = 16;
+
+impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const C: usize> Job<S>
+    for Planes<'_, '_, A, K, ST, R, C>
 {
     type Output = ();
 
-    /// Bounds, argued once for the raw accesses below and in [`block`]:
+    /// Bounds, argued once for the raw accesses below and in [`RowCopy::row`] and [`block`]:
     ///
-    /// * input: plane `p` is `input[p * h * w..][..h * w]`; row `y < h` of it is read at
-    ///   columns `ox + j + kx - pad_left` for lanes `j < L`, only where that is in
-    ///   `0..read_w` (`read_w <= w`): the masked groups' masks select exactly those lanes,
-    ///   and an unmasked group has all of them there.
-    /// * zeros: `zeros` floats; a row outside the image is `zeros + pad_left`, so its column
-    ///   `x` is element `x + pad_left`. Unmasked loads read elements
-    ///   `ox + kx .. ox + kx + L <= max(ow, L) + K - 1 = zeros`; masked ones a subset of
-    ///   `pad_left .. pad_left + read_w <= zeros`.
+    /// * input: plane `p` is `input[p * h * w..][..h * w]`; a copied row `y < h` reads
+    ///   `copy_w <= w` elements from `y * w`.
+    /// * buffer: `band_rows * row_len` elements. A band reads `rows <= band_rows` buffer rows
+    ///   (`depthwise_band`); a copied row writes inside its buffer row ([`RowCopy::row`]);
+    ///   a block's loads end at most `(K - 1) / ST + L` elements after `ox <= max(ow, L) - L`
+    ///   in a phase row of `phase_len >= max(ow, 16) + K + 16` elements.
     /// * output: plane `p` is `out[p * oh * ow..][..oh * ow]`; a block stores `L` lanes at
     ///   `(oy + r) * ow + ox` when that ends inside `out`, which it does except for a plane
     ///   narrower than a vector, and `ow` lanes otherwise.
     #[inline(always)]
     fn run(self, s: S) {
-        const { assert!(K <= MAX_K && K % 2 == 1 && R <= ROWS && C <= 2) };
+        // Stride 2 goes to the channels-in-lanes kernel; the row copy only writes stride 1's
+        // single phase.
+        const { assert!(K <= MAX_K && K % 2 == 1 && ST == 1 && R <= ROWS && C <= 2) };
         let Data {
             g,
             c,
@@ -263,7 +280,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
             weight,
             bias,
         } = *self.conv;
-        let out = self.out;
+        let (buf, out) = (self.buf, self.out);
         let lanes = S::LANES;
         let Geom {
             h,
@@ -271,14 +288,15 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
             oh,
             ow,
             pad_top,
-            pad_left,
-            read_w,
+            row_len,
+            band_rows,
             ..
         } = *g;
-        debug_assert!(self.zeros.len() == ow.max(lanes) + K - 1);
         // Blocks: `R` output rows from row `oy0(i)`; the last one ends at the last row.
         let blocks = oh.div_ceil(R);
         let oy0 = |i: usize| (i * R).min(oh - R);
+        let blocks_per_band = BAND_OUT_ROWS / R;
+        let bands = blocks.div_ceil(blocks_per_band);
         // Column groups: `C` chunks of `L` output columns; chunk `c` of group `j` starts at
         // `ox(j)[c]`. The last group ends at the last column (its chunks may overlap the
         // previous group's or each other), or starts at 0 if the plane is narrower than a
@@ -291,12 +309,17 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
         };
         let (in_plane, out_plane) = (h * w, oh * ow);
         let planes = out.len() / out_plane;
-        debug_assert!(input.len() == planes * in_plane);
-        let (src0, dst0) = (input.as_ptr(), out.as_mut_ptr());
-        let zero_row = self.zeros.as_ptr().wrapping_add(pad_left);
+        debug_assert!(input.len() == planes * in_plane && buf.len() == band_rows * row_len);
+        let copy = RowCopy::new(s, g);
+        // By value, so that the loops keep them in registers: read through `g`, they were
+        // reloaded after every store to the output (raw pointers may alias anything).
+        let strides = Strides {
+            row_len: g.row_len,
+            phase_len: g.phase_len,
+            ow: g.ow,
+        };
+        let (src0, buf0, dst0) = (input.as_ptr(), buf.as_mut_ptr(), out.as_mut_ptr());
         let out_end = dst0.wrapping_add(out.len());
-        // By value, so that the loops keep them in registers.
-        let at = Strides { ow, pad_left };
         for p in 0..planes {
             let ch = p % c;
             let mut wv = [s.zero(); MAX_K * MAX_K];
@@ -306,52 +329,52 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
             let b = s.splat(bias.map_or(0.0, |b| b[ch]));
             let src = src0.wrapping_add(p * in_plane);
             let dst = dst0.wrapping_add(p * out_plane);
-            for j in 0..groups {
-                let ox = ox(j);
-                // Tap `kx` of lane `l` of chunk `c` reads image column
-                // `ox[c] + l + kx - pad_left`, which must be in `0..read_w`.
-                let masks: [[S::M; K]; C] = core::array::from_fn(|c| {
-                    core::array::from_fn(|kx| {
-                        let lo = pad_left.saturating_sub(ox[c] + kx).min(lanes);
-                        let hi = (read_w + pad_left).saturating_sub(ox[c] + kx).min(lanes);
-                        s.mask_range(lo, hi.max(lo))
-                    })
-                });
-                // Bit `c`: chunk `c` has a tap outside the image, so it loads through masks
-                // (a masked load costs more than a plain one, with AVX2 much more).
-                let edge = ox.iter().enumerate().fold(0u8, |e, (c, &x)| {
-                    let inside = x >= pad_left && x + lanes + K - 1 <= read_w + pad_left;
-                    e | (u8::from(!inside) << c)
-                });
-                for i in 0..blocks {
-                    let oy = oy0(i);
-                    let rows: [*const f32; MAX_IN_ROWS] = core::array::from_fn(|t| {
-                        let y = (oy + t).wrapping_sub(pad_top);
-                        if y < h {
-                            src.wrapping_add(y * w)
-                        } else {
-                            zero_row
-                        }
-                    });
-                    let to = dst.wrapping_add(oy * ow);
+            for band in 0..bands {
+                let first = band * blocks_per_band;
+                let last = (first + blocks_per_band).min(blocks) - 1;
+                // Padded input rows `y0..y0 + rows` go to buffer rows `0..rows`; of those,
+                // the image rows (padded `pad_top..pad_top + h`) to buffer rows `top..bottom`.
+                let y0 = oy0(first) * ST;
+                let rows = (oy0(last) + R - 1) * ST + K - y0;
+                debug_assert!(rows <= band_rows);
+                let top = pad_top.saturating_sub(y0).min(rows);
+                let bottom = (pad_top + h).saturating_sub(y0).clamp(top, rows);
+                if bands > 1 {
+                    // Rows of padding: zero (this band's buffer rows held image rows before).
+                    buf[..top * row_len].fill(0.0);
+                    buf[bottom * row_len..rows * row_len].fill(0.0);
+                }
+                // Image row of buffer row `top` (if `top < bottom`).
+                let y_lo = (y0 + top).saturating_sub(pad_top);
+                let (y_hi, y_lo) = (y_lo + (bottom - top), y_lo);
+                let mut from = src.wrapping_add(y_lo * w);
+                let mut to = buf0.wrapping_add(top * row_len);
+                for _ in y_lo..y_hi {
                     // SAFETY: see the bounds above.
-                    unsafe {
-                        macro_rules! edges {
-                            ($($e:literal)*) => {
-                                match edge {
-                                    $($e => block::<S, A, K, R, C, $e>(
-                                        s, &wv, b, self.act, &rows, &masks, at, ox, to, out_end,
-                                    ),)*
-                                    _ => unreachable!("{C} chunks"),
-                                }
-                            };
-                        }
-                        if C == 1 {
-                            edges!(0 1)
-                        } else {
-                            edges!(0 1 2 3)
-                        }
-                    };
+                    unsafe { copy.row(s, from, to) };
+                    from = from.wrapping_add(w);
+                    to = to.wrapping_add(row_len);
+                }
+                for i in first..=last {
+                    let oy = oy0(i);
+                    let rows = buf0.wrapping_add((oy * ST - y0) * row_len);
+                    let at = dst.wrapping_add(oy * ow);
+                    for j in 0..groups {
+                        // SAFETY: see the bounds above.
+                        unsafe {
+                            block::<S, A, K, ST, R, C>(
+                                s,
+                                &wv,
+                                b,
+                                self.act,
+                                rows,
+                                strides,
+                                ox(j),
+                                at,
+                                out_end,
+                            )
+                        };
+                    }
                 }
             }
         }
@@ -361,13 +384,70 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
 /// The strides a block needs, passed by value.
 #[derive(Clone, Copy)]
 struct Strides {
+    row_len: usize,
+    phase_len: usize,
     ow: usize,
-    pad_left: usize,
 }
 
-/// `R` output rows by `C` vectors of columns, from the input rows `rows[0..R + K - 1]`,
-/// stored at `out + r * ow + ox[c]`. Chunk `c` loads its taps through `masks` if bit `c` of
-/// `EDGE` is set (a chunk at the plane's edge), else with plain loads.
+/// Copies input rows into buffer rows at the padded column offset.
+struct RowCopy<S: Simd> {
+    /// The lanes of the last, partial vector of a row.
+    tail: S::M,
+    /// Where the tail starts.
+    tail_at: usize,
+    /// Columns copied.
+    n: usize,
+    /// Where the row's first element goes in the buffer row (`pad_left`).
+    at: usize,
+}
+
+impl<S: Simd> RowCopy<S> {
+    #[inline(always)]
+    fn new(s: S, g: &Geom) -> Self {
+        let (l, n) = (S::LANES, g.copy_w);
+        // Whole vectors cover `0..tail_at`; the tail covers the rest with a masked load.
+        let tail_at = n - n % l;
+        Self {
+            tail: s.mask_range(0, n - tail_at),
+            tail_at,
+            n,
+            at: g.pad_left,
+        }
+    }
+
+    /// Copies one input row into one buffer row at the padded column offset. Writes the
+    /// image columns, and zeros at padding positions after them; nothing else.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + n` must be readable and the buffer row `dst..dst + row_len` writable.
+    /// (The writes stay inside it: `pad_left..pad_left + n` rounded up to whole vectors,
+    /// `pad_left + n + L <= phase_len`; see `depthwise_band`.)
+    #[inline(always)]
+    unsafe fn row(&self, s: S, src: *const f32, dst: *mut f32) {
+        let l = S::LANES;
+        // Loads at `x < tail_at` read whole vectors that end at or before `tail_at <= n`; the
+        // tail's mask selects only columns below `n`. Stores are inside the buffer row, as
+        // argued in the doc comment.
+        let dst = dst.wrapping_add(self.at);
+        let mut x = 0;
+        while x < self.tail_at {
+            // SAFETY: a whole vector inside both rows (see above).
+            unsafe { s.store_ptr(dst.add(x), s.load_ptr(src.add(x))) };
+            x += l;
+        }
+        if x < self.n {
+            // SAFETY: the masked tail (see above).
+            unsafe {
+                let v = s.load_masked_ptr(src.add(x), self.tail);
+                s.store_ptr(dst.add(x), v);
+            }
+        }
+    }
+}
+
+/// `R` output rows by `C` vectors of columns, from the buffer rows at `rows` (the block's
+/// first input row), stored at `out + r * ow + ox[c]`.
 ///
 /// Register budget (AVX2, 3x3): `R * C` accumulators (6 or 4), nine weights and the tap in
 /// use. Each accumulator is a chain of `K * K` dependent FMAs; with six of them in flight,
@@ -375,48 +455,46 @@ struct Strides {
 ///
 /// # Safety
 ///
-/// For every row `t`, chunk `c` and tap `kx`, `rows[t] + ox[c] + kx - pad_left` must be
-/// readable for `L` elements (unmasked) or for the lanes of `masks[c][kx]` (masked); and
-/// `out + r * ow + ox[c]` writable for `L` lanes where that ends at or before `out_end`,
-/// else for `min(ow, L)` lanes.
+/// The `(R - 1) * ST + K` buffer rows from `rows` must be readable for `ox[c] + (K - 1) / ST
+/// + L` elements in each phase, and `out + r * ow + ox[c]` writable for `L` lanes where that
+/// ends at or before `out_end`, else for `min(ow, L)` lanes.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn block<
     S: Simd,
     A: Act<S>,
     const K: usize,
+    const ST: usize,
     const R: usize,
     const C: usize,
-    const EDGE: u8,
 >(
     s: S,
     wv: &[S::V; MAX_K * MAX_K],
     bias: S::V,
     act: A,
-    rows: &[*const f32; MAX_IN_ROWS],
-    masks: &[[S::M; K]; C],
+    rows: *const f32,
     at: Strides,
     ox: [usize; C],
     out: *mut f32,
     out_end: *mut f32,
 ) {
+    const { assert!((R - 1) * ST + K <= MAX_IN_ROWS) };
     let l = S::LANES;
     let mut acc = [[bias; C]; R];
     // Fully unrolled over the input rows, so that every `ky` below is a constant and the
     // accumulators stay in registers.
     macro_rules! input_rows {
         ($($t:literal)*) => {$(
-            if $t < R - 1 + K {
+            if $t < (R - 1) * ST + K {
+                let row = rows.wrapping_add($t * at.row_len);
                 // SAFETY: one of the block's rows; the caller's contract.
                 unsafe {
-                    input_row::<S, K, R, C, $t, EDGE>(
-                        s, wv, rows[$t], masks, at.pad_left, ox, &mut acc,
-                    )
+                    input_row::<S, K, ST, R, C, $t>(s, wv, row, at.phase_len, ox, &mut acc)
                 };
             }
         )*};
     }
-    input_rows!(0 1 2 3 4 5 6 7);
+    input_rows!(0 1 2 3 4 5 6 7 8 9 10);
     for (r, acc) in acc.iter().enumerate() {
         for (&v, &ox) in acc.iter().zip(&ox) {
             let v = act.apply(s, v);
@@ -435,26 +513,25 @@ unsafe fn block<
     }
 }
 
-/// Adds input row `T` of a block (`row`) into the accumulators of the output rows it feeds.
+/// Adds buffer row `T` of a block (`row`) into the accumulators of the output rows it feeds.
 ///
 /// # Safety
 ///
-/// `row + ox[c] + kx - pad_left` must be readable for `L` elements (or the lanes of
-/// `masks[c][kx]` if bit `c` of `EDGE` is set) for every tap `kx` and chunk `c`.
+/// `row + phase * phase_len + ox[c] + kx / ST` must be readable for `L` elements for every
+/// tap `kx` and chunk `c`.
 #[inline(always)]
 unsafe fn input_row<
     S: Simd,
     const K: usize,
+    const ST: usize,
     const R: usize,
     const C: usize,
     const T: usize,
-    const EDGE: u8,
 >(
     s: S,
     wv: &[S::V; MAX_K * MAX_K],
     row: *const f32,
-    masks: &[[S::M; K]; C],
-    pad_left: usize,
+    phase_len: usize,
     ox: [usize; C],
     acc: &mut [[S::V; C]; R],
 ) {
@@ -462,18 +539,12 @@ unsafe fn input_row<
     // is live at a time.
     for kx in 0..K {
         for (c, &ox) in ox.iter().enumerate() {
-            let p = row.wrapping_add(ox + kx).wrapping_sub(pad_left);
+            let at = (kx % ST) * phase_len + kx / ST + ox;
             // SAFETY: the caller's contract.
-            let tap = unsafe {
-                if EDGE >> c & 1 != 0 {
-                    s.load_masked_ptr(p, masks[c][kx])
-                } else {
-                    s.load_ptr(p)
-                }
-            };
+            let tap = unsafe { s.load_ptr(row.wrapping_add(at)) };
             for (r, a) in acc.iter_mut().enumerate() {
-                if T >= r && T - r < K {
-                    a[c] = s.fmadd(tap, wv[(T - r) * K + kx], a[c]);
+                if T >= r * ST && T - r * ST < K {
+                    a[c] = s.fmadd(tap, wv[(T - r * ST) * K + kx], a[c]);
                 }
             }
         }
