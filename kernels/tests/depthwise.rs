@@ -1,7 +1,7 @@
 //! Depthwise convolution: every ISA table this CPU has, through its `conv2d` entry, against the
 //! portable kernel on random shapes (3x3 and 5x5 windows the SIMD kernels specialise, other
 //! windows, strides and dilations they hand back to the portable code, planes narrower than a
-//! vector, planes wide enough for unmasked interior chunks, outputs that run into the
+//! vector, planes wide enough for several column groups at 16 lanes, outputs that run into the
 //! padding), with random bias, activation and the odd
 //! NaN/infinity in the input.
 //!
@@ -94,7 +94,7 @@ struct Case {
 fn case() -> impl Strategy<Value = Case> {
     (
         // Mostly narrow planes; now and then one wide enough (with few rows, to stay quick)
-        // for the planar kernel's unmasked interior chunks at 16 lanes.
+        // for several column groups and interior chunks at 16 lanes.
         prop_oneof![
             4 => (1usize..3, 1usize..6, 1usize..30, 1usize..45),
             1 => (1usize..2, 1usize..3, 1usize..7, 45usize..140),
