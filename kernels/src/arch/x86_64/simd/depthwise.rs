@@ -38,6 +38,17 @@
 //! Each loaded tap vector feeds up to `min(R, K)` FMAs with stride 1 instead of one, which
 //! makes the block FMA-bound rather than load-bound.
 //!
+//! Tried on Zen 4 (AVX-512 as two 256-bit halves; 2026-11-24, branch `dw`, commits
+//! 43cd4fe..HEAD~1) and not kept, each against this kernel in alternating runs of the
+//! kernel bench on a shared machine: reading the taps in place (masked loads at the plane's
+//! edges, a row of zeros above and below) instead of copying rows into the band buffer won
+//! on the 14x14 and 28x28 MobileNet-v2 layers with AVX-512 (0.42-0.49 of peak against
+//! 0.37) but lost on the 112- and 56-wide ones (0.39 against 0.46 on 112) and with AVX2 on
+//! most (its masked loads are slow); a hybrid by width is the next step. Also: blocks of 7
+//! rows, or 4 rows by 2 chunks (no faster), and stride 2 here with a `deinterleave` of two
+//! in-place loads per pair of taps (0.16-0.19 of peak against the channels-in-lanes
+//! kernel's 0.19-0.23 with AVX-512, half of it with AVX2).
+//!
 //! **No remainders.** Blocks and chunks overlap instead of having scalar remainders: a
 //! recomputed output is recomputed with the same operations in the same order, hence written
 //! with the same value. A plane narrower than a vector (`ow < L`) stores whole vectors anyway:
