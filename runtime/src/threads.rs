@@ -4,8 +4,9 @@
 //! Design: `n - 1` workers are spawned once, when the pool is made, and park on a condition
 //! variable. A kernel's `run(tasks, f)` publishes a pointer to `f` and a task count under the
 //! pool's mutex, wakes the workers, and then claims tasks itself from the same atomic counter
-//! as they do; it returns once every worker has reported back for this job (so `f`, which
-//! borrows the caller's stack, is never used after `run` returns). Nothing is allocated per
+//! as they do. When none is left it closes the job (a worker still waking up will not enter
+//! it: on a busy machine that can take milliseconds) and waits for the workers inside it to
+//! leave, so `f`, which borrows the caller's stack, is never used after `run` returns. Nothing is allocated per
 //! job: the job is a pointer, the counter and the state live in the pool, which is allocated
 //! when it is made. Dropping the pool stops and joins the workers.
 //!
@@ -64,8 +65,7 @@ struct State {
     job: Option<Job>,
     tasks: usize,
     epoch: u64,
-    /// Workers that have not yet reported back for the current job (or, before the first
-    /// job, not yet started).
+    /// Workers inside the current job (before the first job: workers started).
     busy: usize,
     panicked: bool,
     shutdown: bool,
@@ -80,7 +80,7 @@ struct Job(*const (dyn Fn(usize) + Sync + 'static));
 unsafe impl Send for Job {}
 
 /// Spins of a worker between jobs before it sleeps.
-const SPINS: u32 = 1 << 14;
+const SPINS: u32 = 1 << 11;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Tasks run outside the lock and their panics are caught, so it is never poisoned by a
@@ -188,13 +188,14 @@ fn work(shared: &Shared) {
                 return;
             }
             seen = st.epoch;
-            match st.job {
-                Some(job) => (job, st.tasks),
-                None => continue,
-            }
+            // A job already closed (its tasks all claimed by others while this worker was
+            // waking up): nothing to do, and the submitter did not wait for this worker.
+            let Some(job) = st.job else { continue };
+            st.busy += 1;
+            (job, st.tasks)
         };
-        // SAFETY: the submitter keeps the closure alive until this worker reports back below
-        // (`Threads::run` waits for `busy == 0`).
+        // SAFETY: the submitter keeps the closure alive until every worker that entered the
+        // job (`busy`) has left it below (`Finish`).
         let f = unsafe { &*job.0 };
         let result = catch_unwind(AssertUnwindSafe(|| claim(&shared.next, tasks, f)));
         let mut st = lock(&shared.state);
@@ -206,17 +207,18 @@ fn work(shared: &Shared) {
     }
 }
 
-/// Waits, when dropped (also while unwinding), until every worker has reported back for the
-/// current job, then clears it.
+/// When dropped (also while unwinding): closes the current job, so no worker enters it any
+/// more, and waits until every worker that did has left it. A worker that has not woken up
+/// yet is not waited for: on a busy machine it may not be scheduled for milliseconds.
 struct Finish<'a>(&'a Shared);
 
 impl Drop for Finish<'_> {
     fn drop(&mut self) {
         let mut st = lock(&self.0.state);
+        st.job = None;
         while st.busy > 0 {
             st = self.0.done.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
-        st.job = None;
     }
 }
 
@@ -256,7 +258,7 @@ unsafe impl Parallel for Threads {
             st.job = Some(Job(job));
             st.tasks = tasks;
             st.epoch += 1;
-            st.busy = pool.workers.len();
+            st.busy = 0;
             st.panicked = false;
             shared.epoch.store(st.epoch, Ordering::Release);
         }
