@@ -45,6 +45,7 @@ use crate::{Activation, Conv2d};
 /// The CPU has every feature `K` needs; `inline(always)` compiles it inside the caller's
 /// `#[target_feature]` function.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the vector token and the threads.
 pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: usize>(
     s: K,
     par: &dyn Parallel,
