@@ -29,15 +29,16 @@ the samples. Per network and thread count it prints
     CPU model=<m> threads=<t> isa=<isa> kiln_cpu_ms=<x> ort_cpu_ms=<x> kiln_over_ort=<x>
 
 (one pair per kiln ISA with `--isa avx512,avx2`: a kiln server per ISA, all in the same
-alternation; E2E: wall time per run; CPU: CPU time per run summed over threads: kiln's thread CPU time,
-onnxruntime's process CPU time, which includes its worker thread with 2 threads), and per thread
+alternation; E2E: wall time per run; CPU: CPU time per run summed over threads: each server's
+process CPU time, which includes the worker threads with 2 threads), and per thread
 count the geometric means over the seven CNNs of issue 10 (not ResNet-18 and digits):
 
     E2E geomean threads=<t> kiln_over_ort=<x>
     CPU geomean threads=<t> kiln_over_ort=<x>
 
-kiln has no multi-threaded API yet, so with threads=2 kiln still runs on one thread (the
-output says so) against onnxruntime's two. onnxruntime's time includes the Python call
+At threads=T both run on T threads: onnxruntime with T intra-op threads, kiln with
+`set_threads(T)` (the server's `threads T`; its CPU time is its process's, workers included).
+onnxruntime's time includes the Python call
 (a few microseconds: it matters for digits only).
 
 Cold start and memory (ResNet-50 with *embedded* weights: `weights "..."` and `new()`): the
@@ -418,8 +419,7 @@ def main() -> int:
     isas = [k.hello for k in kilns]
     onnx_rt = Server([sys.executable, __file__, "--ort-serve"], "ORT")
     print(f"# kiln kernels: {', '.join(isas)}; onnxruntime {onnx_rt.hello}, ORT_ENABLE_ALL, "
-          "sequential; kiln runs on 1 thread at every thread count (no multi-threaded API "
-          "on this branch)", flush=True)
+          "sequential; both on the same number of threads (kiln: set_threads)", flush=True)
     print("# load average before: %.2f %.2f %.2f (the machine is shared; wall times above the "
           "CPU times mean other processes took turns)" % os.getloadavg(), flush=True)
     # Per (ISA, thread count), per network: the wall-time and the CPU-time ratios.
@@ -434,6 +434,9 @@ def main() -> int:
             print(f"CHECK isa={kiln.hello} " + " ".join(check), flush=True)
             ok &= check[-1] == "ok"
         for t in threads:
+            for kiln in kilns:
+                kiln.send(f"threads {t}")
+                kiln.expect("THREADS")
             onnx_rt.send(f"load {OUT_DIR / name / 'io.safetensors'} {model_path} {t}")
             onnx_rt.expect("LOADED")
             *ks, (ort_ms, ort_cpu_ms) = compare([k.time for k in kilns] + [onnx_rt.time])
@@ -441,8 +444,7 @@ def main() -> int:
                 ratio, cpu_ratio = kiln_ms / ort_ms, kiln_cpu_ms / ort_cpu_ms
                 ratios[isa, t][name] = (ratio, cpu_ratio)
                 print(f"E2E model={name} threads={t} isa={isa} kiln_ms={fmt(kiln_ms)} "
-                      f"ort_ms={fmt(ort_ms)} kiln_over_ort={ratio:.3f}"
-                      + ("" if t == 1 else " (kiln on 1 thread)"))
+                      f"ort_ms={fmt(ort_ms)} kiln_over_ort={ratio:.3f}")
                 print(f"CPU model={name} threads={t} isa={isa} kiln_cpu_ms={fmt(kiln_cpu_ms)} "
                       f"ort_cpu_ms={fmt(ort_cpu_ms)} kiln_over_ort={cpu_ratio:.3f}", flush=True)
     for kiln in kilns:

@@ -5,7 +5,9 @@
 //! calling specialised kernels. See the README for the DSL and `ARCHITECTURE.md` for the design.
 
 pub use kiln_macros::network;
-pub use kiln_runtime::{isa, Arena, AsInput, AsSeq, Error, RunSeq, Scalar, Seq, SeqBuf, Tensor};
+pub use kiln_runtime::{
+    isa, Arena, AsInput, AsSeq, Error, RunSeq, Scalar, Seq, SeqBuf, Tensor, Threads,
+};
 
 /// Includes a model that `kiln_dsl::Builder` compiled in the build script: `include_model!("det")`
 /// for `models/det.onnx` or `models/det.kiln` (the file stem). The type it defines is the same

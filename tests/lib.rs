@@ -49,6 +49,21 @@ kiln::network! {
 }
 
 kiln::network! {
+    /// `Deep` on a 112x112 map (same weights): its pointwise, im2col and grouped convolutions
+    /// are large enough for `set_threads` to split them (`tests/threads.rs`).
+    pub net DeepWide(x: fm<8xf32[112,112]>) -> vec<10xf32> {
+        weights "data/deep.safetensors";
+        let a = conv2d(x, c1: weights<8 -> 1x1xf32 -> 100>, bias = false);
+        let a = batch_norm(a, bn1: norm<100xf32>).relu();
+        let b = conv2d(a, c2: weights<100 -> 3x3xf32 -> 16>, pad = 1);
+        let b = batch_norm(b, bn2: norm<16xf32>);
+        let c = conv2d(a, c3: weights<100 -> 3x3xf32 -> 8>, groups = 2, pad = 1).relu();
+        let d = concat(b, c);
+        dense(flatten(global_avg_pool(d)), head: weights<24 -> 10>)
+    }
+}
+
+kiln::network! {
     /// An inverted-residual block (expand, depthwise, project, batch norms, residual add) with
     /// side branches joined by concat, a squeeze-excitation style broadcast multiply, pooling
     /// and a classifier head.

@@ -14,8 +14,10 @@
 //!             runs once and compares with onnxruntime's `y` (max |difference| at most 1e-3
 //!             of the largest |y|); answers `CHECK e2e/NAME max_abs_diff=.. max_abs_ort=.. ok`
 //!             (or `FAILED`)
+//! threads N   runs the loaded network on N threads from now on (`set_threads`); answers
+//!             `THREADS N`
 //! time N      runs the loaded network N times; answers `TIME wall_s=<x> cpu_s=<x>` (the
-//!             thread CPU time of those runs: kiln runs on the calling thread)
+//!             process CPU time of those runs: the calling thread's and the workers')
 //! ```
 //!
 //! and it starts by printing `ISA <name>`, the kernels it runs (`KILN_ISA` caps them as
@@ -68,6 +70,8 @@ kiln::network! {
 trait Network {
     /// Runs on `x`, returning the (single) output.
     fn infer(&mut self, x: &[f32]) -> Result<&[f32], kiln::Error>;
+    /// Runs on `n` threads from now on.
+    fn set_threads(&mut self, n: usize) -> Result<(), kiln::Error>;
 }
 
 /// `Network` for each type and the `load` function that picks one by name.
@@ -76,6 +80,9 @@ macro_rules! networks {
         $(impl Network for $ty {
             fn infer(&mut self, x: &[f32]) -> Result<&[f32], kiln::Error> {
                 Ok(self.run(x)?.as_slice())
+            }
+            fn set_threads(&mut self, n: usize) -> Result<(), kiln::Error> {
+                $ty::set_threads(self, n)
             }
         })*
 
@@ -101,15 +108,16 @@ networks! {
     "digits" => Digits,
 }
 
-/// CPU time the calling thread has used, in seconds.
-fn thread_cpu_seconds() -> f64 {
+/// CPU time this process has used, in seconds: every thread's, so the workers of a network
+/// on several threads count too (the process does nothing else while it times).
+fn cpu_seconds() -> f64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `t` is a valid, writable `timespec`; CLOCK_THREAD_CPUTIME_ID exists on every
+    // SAFETY: `t` is a valid, writable `timespec`; CLOCK_PROCESS_CPUTIME_ID exists on every
     // Linux, and on failure `t` stays zero (reported as a zero time, never UB).
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
@@ -154,13 +162,13 @@ fn load_case(dir: &Path, name: &str) -> Result<Loaded, Box<dyn Error>> {
     Ok(Loaded { net, x })
 }
 
-/// `time N`: N runs; their wall and thread CPU seconds.
+/// `time N`: N runs; their wall and process CPU seconds.
 fn time_runs(case: &mut Loaded, reps: u64) -> Result<(f64, f64), kiln::Error> {
-    let (wall, cpu) = (Instant::now(), thread_cpu_seconds());
+    let (wall, cpu) = (Instant::now(), cpu_seconds());
     for _ in 0..reps {
         black_box(case.net.infer(black_box(&case.x))?);
     }
-    Ok((wall.elapsed().as_secs_f64(), thread_cpu_seconds() - cpu))
+    Ok((wall.elapsed().as_secs_f64(), cpu_seconds() - cpu))
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -186,6 +194,11 @@ fn main() -> Result<(), Box<dyn Error>> {
                 // Drop the previous network first: VGG-19's weights alone are 575 MB.
                 drop(case.take());
                 case = Some(load_case(dir, name)?);
+            }
+            ["threads", n] => {
+                let case = case.as_mut().ok_or("`threads` before `load`")?;
+                case.net.set_threads(n.parse()?)?;
+                writeln!(out, "THREADS {n}")?;
             }
             ["time", reps] => {
                 let case = case.as_mut().ok_or("`time` before `load`")?;

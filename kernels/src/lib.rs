@@ -57,6 +57,7 @@ mod dtype;
 mod len;
 pub mod math;
 pub mod pack;
+pub mod par;
 mod params;
 mod table;
 
@@ -79,7 +80,7 @@ pub use params::{
     GatherError, MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath,
     WhereNd,
 };
-pub use table::{best, detect, for_isa, Isa, Kernels, PORTABLE};
+pub use table::{best, detect, for_isa, ConvParFn, Isa, Kernels, ParEntries, PORTABLE};
 
 /// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel
 /// (the table's `conv2d_winograd` entry is each ISA's version of it).

@@ -15,6 +15,7 @@
 //! Without `std`, the choice is what the build enables with `-C target-feature`.
 
 use crate::pack::WeightLayout;
+use crate::par::Parallel;
 use crate::{Activation, BinaryOp, Broadcast, Conv2d, Pool2d};
 
 /// An instruction set kiln has kernels for, weakest first.
@@ -94,6 +95,90 @@ pub struct Kernels {
     pub softmax_inplace: fn(usize, usize, usize, &mut [f32]),
     pub copy_into_channels: fn(usize, usize, usize, &[f32], usize, usize, &mut [f32]),
     pub pad2d: fn(usize, usize, usize, usize, [usize; 4], f32, &[f32], &mut [f32]),
+    /// The entries that can split their work among threads ([`crate::par`]), for the ISAs that
+    /// have them (x86_64 so far); `None` elsewhere. Call them through [`Kernels::gemm_on`],
+    /// [`Kernels::conv2d_on`] and [`Kernels::conv2d_winograd_on`], which fall back to the
+    /// serial entries.
+    pub par: Option<ParEntries>,
+}
+
+/// A table's entries that take a [`Parallel`]: the same contracts as the serial ones.
+#[derive(Clone, Copy, Debug)]
+#[allow(clippy::type_complexity)] // Each field spells out a kernel's signature on purpose.
+pub struct ParEntries {
+    pub gemm: fn(&dyn Parallel, usize, usize, usize, &[f32], &[f32], &mut [f32]),
+    pub conv2d: ConvParFn,
+    pub conv2d_winograd: ConvParFn,
+}
+
+/// A convolution entry with threads: `conv2d`'s arguments after the [`Parallel`].
+pub type ConvParFn =
+    fn(&dyn Parallel, &Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]);
+
+impl Kernels {
+    /// `gemm` on `par`'s threads where this table can split it, else on the calling thread.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_on(
+        &self,
+        par: &dyn Parallel,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+    ) {
+        match self.par {
+            Some(e) if par.threads() > 1 => (e.gemm)(par, m, n, k, a, b, c),
+            _ => (self.gemm)(m, n, k, a, b, c),
+        }
+    }
+
+    /// `conv2d` on `par`'s threads where this table can split it, else on the calling thread.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2d_on(
+        &self,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        input: &[f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        match self.par {
+            Some(e) if par.threads() > 1 => {
+                (e.conv2d)(par, p, input, weight, bias, act, scratch, out)
+            }
+            _ => (self.conv2d)(p, input, weight, bias, act, scratch, out),
+        }
+    }
+
+    /// `conv2d_winograd` on `par`'s threads where this table can split it, else on the
+    /// calling thread.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2d_winograd_on(
+        &self,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        input: &[f32],
+        u: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        match self.par {
+            Some(e) if par.threads() > 1 => {
+                (e.conv2d_winograd)(par, p, input, u, bias, act, scratch, out)
+            }
+            _ => (self.conv2d_winograd)(p, input, u, bias, act, scratch, out),
+        }
+    }
 }
 
 /// The portable reference kernels.
@@ -119,6 +204,7 @@ pub const PORTABLE: Kernels = {
         softmax_inplace: p::softmax_inplace,
         copy_into_channels: p::copy_into_channels,
         pad2d: p::pad2d,
+        par: None,
     }
 };
 

@@ -324,13 +324,13 @@ impl Model<'_> {
                 };
                 if let Some(u) = self.params.winograd[i] {
                     let u = range(u);
-                    quote! { (__k.conv2d_winograd)(&#geom, #x, &__params[#u], #b, #act, #scratch, out); }
+                    quote! { __k.conv2d_winograd_on(__par, &#geom, #x, &__params[#u], #b, #act, #scratch, out); }
                 } else if kernel.len() == 3 {
                     quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
                 } else if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {
                     quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
                 } else {
-                    quote! { (__k.conv2d)(&#geom, #x, #w, #b, #act, #scratch, out); }
+                    quote! { __k.conv2d_on(__par, &#geom, #x, #w, #b, #act, #scratch, out); }
                 }
             }
             OpKind::ConvTranspose { has_bias, .. } => {
@@ -1388,7 +1388,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             quote! {
                 #doc
                 #[allow(unused_variables, clippy::too_many_arguments)]
-                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#seq_params,)* #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __par: &dyn ::kiln::__private::kernels::par::Parallel, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#seq_params,)* #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
                     #dyn_open
                     #(#body)*
                     let __arena: &'a [f32] = __arena;
@@ -1414,7 +1414,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             let arena = arena_of(arena_bytes);
             return quote! {
                 #checks
-                Self::exec(self.kernels, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
+                Self::exec(self.kernels, &self.threads, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
             };
         }
         let arms = variants.iter().enumerate().map(|(k, m)| {
@@ -1425,7 +1425,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 #k => {
                     #checks
                     let __arena = #arena;
-                    Self::#exec(self.kernels, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
+                    Self::#exec(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
                 }
             }
         });
@@ -1597,6 +1597,8 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
             params: ::kiln::__private::Params,
             arena: ::kiln::__private::AlignedBuf,
             kernels: &'static ::kiln::__private::kernels::Kernels,
+            /// The threads the large kernels split their work among (one by default).
+            threads: ::kiln::__private::Threads,
             #dyn_field
         }
 
@@ -1647,6 +1649,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                         params,
                         arena,
                         kernels: __k,
+                        threads: ::kiln::__private::Threads::one(),
                         #dyn_init
                     }
                 }
@@ -1654,6 +1657,24 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 #[allow(unused_variables)]
                 fn prepare(__k: &::kiln::__private::kernels::Kernels, __params: &mut [f32]) {
                     #prepare
+                }
+
+                /// Runs one inference on `n` threads from now on: this one plus `n - 1` worker
+                /// threads, started now and stopped when the model is dropped (or when
+                /// `set_threads` is called again; 0 and 1 mean this thread alone, the
+                /// default). The convolutions that run as GEMMs (pointwise, im2col, Winograd)
+                /// split their work among them; a run still allocates nothing.
+                /// `Err(kiln::Error::Threads)` if the system refuses a thread.
+                pub fn set_threads(&mut self, n: usize) -> ::core::result::Result<(), ::kiln::__private::Error> {
+                    // Stop the old workers before starting the new ones.
+                    self.threads = ::kiln::__private::Threads::one();
+                    self.threads = ::kiln::__private::Threads::new(n)?;
+                    ::core::result::Result::Ok(())
+                }
+
+                /// The number of threads one inference runs on (see `set_threads`).
+                pub fn threads(&self) -> usize {
+                    self.threads.count()
                 }
 
                 /// Runs the network in the model's own arena. Allocates nothing.
@@ -1672,6 +1693,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     f.debug_struct(#debug_name)
                         .field("isa", &self.kernels.isa)
+                        .field("threads", &self.threads.count())
                         .field("arena_bytes", &#arena_bytes)
                         .field("params", &#params_len)
                         .finish()
@@ -1718,6 +1740,8 @@ pub fn fallback(def: &NetworkDef) -> TokenStream {
             pub const PLAN: &'static str = "";
             pub fn new() -> Self { ::core::unreachable!() }
             pub fn from_safetensors(bytes: &[u8]) -> ::core::result::Result<Self, ::kiln::__private::Error> { ::core::unreachable!() }
+            pub fn set_threads(&mut self, n: usize) -> ::core::result::Result<(), ::kiln::__private::Error> { ::core::unreachable!() }
+            pub fn threads(&self) -> usize { ::core::unreachable!() }
             pub fn run<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&'a mut self, #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> { ::core::unreachable!() }
             pub fn run_in<'a, #(#input_tys: ?Sized + ::kiln::__private::AsInput),*>(&self, arena: &'a mut [u8], #(#user_names: &#input_tys),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> { ::core::unreachable!() }
         }

@@ -69,6 +69,13 @@ pub enum Error {
         /// fit in `usize`).
         bytes: usize,
     },
+    /// The system refused to start a worker thread (`set_threads`, [`Threads::new`](crate::Threads::new)).
+    Threads {
+        /// The number of threads asked for.
+        requested: usize,
+        /// What the system reported.
+        message: String,
+    },
     /// The weights bytes are not a valid safetensors file.
     WeightsFile {
         /// What the safetensors parser reported.
@@ -236,6 +243,10 @@ impl fmt::Display for Error {
             Error::OutOfMemory { bytes } => write!(
                 f,
                 "out of memory: cannot allocate {bytes} bytes for the model's buffers"
+            ),
+            Error::Threads { requested, message } => write!(
+                f,
+                "threads: cannot start the workers for {requested} threads: {message}"
             ),
             Error::WeightsFile { reason } => {
                 write!(f, "weights: not a valid safetensors file: {reason}")

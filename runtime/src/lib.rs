@@ -9,7 +9,11 @@
 //! - the `__private` module: arena splitting, input checks and weights loading, named only by
 //!   generated code through `::kiln::__private`.
 //!
-//! Everything here is safe code; bytes become `f32`s through bytemuck with checked alignment.
+//! - [`Threads`]: the worker pool a model splits its large kernels on (`set_threads`).
+//!
+//! Everything here is safe code except the worker pool's hand-over of a borrowed job to its
+//! threads (`threads.rs`, whose soundness argument is at its top); bytes become `f32`s
+//! through bytemuck with checked alignment.
 
 mod arena;
 mod dynamic;
@@ -17,6 +21,7 @@ mod error;
 mod runseq;
 mod seq;
 mod tensor;
+mod threads;
 mod weights;
 
 pub use kiln_kernels as kernels;
@@ -26,6 +31,7 @@ pub use error::Error;
 pub use runseq::{AsSeq, RunSeq};
 pub use seq::{Seq, SeqBuf};
 pub use tensor::{AsInput, Scalar, Tensor};
+pub use threads::Threads;
 
 /// The instruction set whose kernels models use on this machine: the strongest one the CPU
 /// supports (`"avx512"`, `"avx2"`, `"neon"` or `"portable"`), or lower if the `KILN_ISA`
@@ -50,5 +56,5 @@ pub mod __private {
     pub use crate::weights::{
         load_embedded, load_safetensors, pack_weights, params_in_place, Params, TensorSpec,
     };
-    pub use crate::{Arena, AsInput, AsSeq, Error, RunSeq, Seq, Tensor};
+    pub use crate::{Arena, AsInput, AsSeq, Error, RunSeq, Seq, Tensor, Threads};
 }

@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln_tests::{golden, Block, LeNet, Wino};
+use kiln_tests::{golden, Block, DeepWide, LeNet, Wino};
 
 struct Counting;
 
@@ -84,4 +84,27 @@ fn inference_does_not_allocate() {
         std::hint::black_box(y.as_slice());
     });
     assert_eq!(n, 0, "Wino::run allocated {n} times");
+
+    // Two threads: the workers are spawned by `set_threads` (which allocates); runs, on this
+    // thread and on the workers (the allocator counts every thread), allocate nothing, from
+    // the first one on. `DeepWide` splits pointwise, im2col and grouped convolutions, `Wino`
+    // its Winograd layers.
+    wino.set_threads(2).unwrap();
+    let n = allocations_during(|| {
+        for _ in 0..3 {
+            let y = wino.run(&wino_io.x).unwrap();
+            std::hint::black_box(y.as_slice());
+        }
+    });
+    assert_eq!(n, 0, "Wino::run on two threads allocated {n} times");
+    let mut wide = DeepWide::new();
+    wide.set_threads(2).unwrap();
+    let x = vec![0.5f32; 8 * 112 * 112];
+    let n = allocations_during(|| {
+        for _ in 0..3 {
+            let y = wide.run(&x).unwrap();
+            std::hint::black_box(y.as_slice());
+        }
+    });
+    assert_eq!(n, 0, "DeepWide::run on two threads allocated {n} times");
 }

@@ -4,6 +4,8 @@ pub struct Digits32 {
     params: ::kiln::__private::Params,
     arena: ::kiln::__private::AlignedBuf,
     kernels: &'static ::kiln::__private::kernels::Kernels,
+    /// The threads the large kernels split their work among (one by default).
+    threads: ::kiln::__private::Threads,
 }
 const _: () = {
     static __WEIGHTS: ::kiln::__private::Aligned<[u8; 69464usize]> = ::kiln::__private::Aligned(
@@ -122,10 +124,29 @@ const _: () = {
                 params,
                 arena,
                 kernels: __k,
+                threads: ::kiln::__private::Threads::one(),
             }
         }
         #[allow(unused_variables)]
         fn prepare(__k: &::kiln::__private::kernels::Kernels, __params: &mut [f32]) {}
+        /// Runs one inference on `n` threads from now on: this one plus `n - 1` worker
+        /// threads, started now and stopped when the model is dropped (or when
+        /// `set_threads` is called again; 0 and 1 mean this thread alone, the
+        /// default). The convolutions that run as GEMMs (pointwise, im2col, Winograd)
+        /// split their work among them; a run still allocates nothing.
+        /// `Err(kiln::Error::Threads)` if the system refuses a thread.
+        pub fn set_threads(
+            &mut self,
+            n: usize,
+        ) -> ::core::result::Result<(), ::kiln::__private::Error> {
+            self.threads = ::kiln::__private::Threads::one();
+            self.threads = ::kiln::__private::Threads::new(n)?;
+            ::core::result::Result::Ok(())
+        }
+        /// The number of threads one inference runs on (see `set_threads`).
+        pub fn threads(&self) -> usize {
+            self.threads.count()
+        }
         /// Runs the network in the model's own arena. Allocates nothing.
         #[allow(clippy::too_many_arguments)]
         pub fn run<X0: ?Sized + ::kiln::__private::AsInput<f32>>(
@@ -141,6 +162,7 @@ const _: () = {
             >("x", "fm<1xf32[8,8], batch = 32>", x, 2048usize)?;
             Self::exec(
                 self.kernels,
+                &self.threads,
                 self.params.as_slice(),
                 self.arena.as_mut_slice(),
                 __x0,
@@ -165,6 +187,7 @@ const _: () = {
             >("x", "fm<1xf32[8,8], batch = 32>", x, 2048usize)?;
             Self::exec(
                 self.kernels,
+                &self.threads,
                 self.params.as_slice(),
                 ::kiln::__private::arena_f32(arena, 163840usize)?,
                 __x0,
@@ -173,6 +196,7 @@ const _: () = {
         #[allow(unused_variables, clippy::too_many_arguments)]
         fn exec<'a>(
             __k: &::kiln::__private::kernels::Kernels,
+            __par: &dyn ::kiln::__private::kernels::par::Parallel,
             __params: &[f32],
             __arena: &'a mut [f32],
             __x0: &[f32],
@@ -186,8 +210,8 @@ const _: () = {
                     [],
                     [0usize..32768usize, 32768usize..33344usize],
                 );
-                (__k
-                    .conv2d)(
+                __k.conv2d_on(
+                    __par,
                     &::kiln::__private::kernels::Conv2d {
                         batch: 32usize,
                         c_in: 1usize,
@@ -293,6 +317,7 @@ const _: () = {
         fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
             f.debug_struct("Digits32")
                 .field("isa", &self.kernels.isa)
+                .field("threads", &self.threads.count())
                 .field("arena_bytes", &163840usize)
                 .field("params", &17264usize)
                 .finish()

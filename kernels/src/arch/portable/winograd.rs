@@ -33,6 +33,7 @@
 use super::epilogue::epilogue_from;
 use super::matmul::GemmFn;
 use crate::len::holds;
+use crate::par::{worth_splitting, Parallel, Serial, SharedMut};
 use crate::params::{WINOGRAD_POINTS as POINTS, WINOGRAD_TILE as TILE};
 use crate::{Activation, Conv2d};
 
@@ -51,8 +52,9 @@ const SPAN: usize = TILE * CHUNK + LANES;
 /// stale values and are never stored.
 const LANES: usize = 16;
 
-/// The transforms' fixed-size temporaries, allocated (and zeroed) once per call of
-/// [`conv2d_with`] rather than per chunk: zeroing them per chunk cost more than the transforms
+/// The transforms' fixed-size temporaries, allocated (and zeroed) on the stack once per task
+/// of [`block_task`] (one input or output channel of a block of tile rows, on whichever
+/// thread runs it) rather than per chunk: zeroing them per chunk cost more than the transforms
 /// on small maps (a 28x28 map has 7 tiles per row, for 17 KB of temporaries). Nothing relies
 /// on their contents between uses: every element read is written first, except the lanes
 /// past a chunk's end, which are computed on but never stored, and `d`'s padding, which
@@ -232,14 +234,86 @@ pub fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    conv2d_with(super::gemm::gemm, p, input, u, bias, act, scratch, out);
+    conv2d_with::<Plain>(
+        super::gemm::gemm,
+        &Serial,
+        p,
+        input,
+        u,
+        bias,
+        act,
+        scratch,
+        out,
+    );
 }
 
-/// [`conv2d`] with the 36 products done by `gemm` (the portable [`super::gemm`]'s contract).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)] // conv2d's contract plus the GEMM.
-pub(crate) fn conv2d_with(
+/// The three steps of one block of one image, each cut into independent tasks: the input
+/// transform per input channel, the 36 products per point, the output transform per output
+/// channel. Each task writes only its own part of `v`, `m` or `dst`.
+#[derive(Debug)]
+pub(crate) struct Block<'a> {
+    p: &'a Conv2d,
+    /// One image, `[c_in, h, w]`.
+    image: &'a [f32],
+    u: &'a [f32],
+    bias: Option<&'a [f32]>,
+    act: Activation,
     gemm: GemmFn,
+    /// `V[ξ][c_in][nt]` and `M[ξ][c_out][nt]` of this block.
+    v: SharedMut<'a>,
+    m: SharedMut<'a>,
+    /// One image's output, `[c_out, out_h, out_w]`.
+    dst: SharedMut<'a>,
+    /// The block: tile rows `ty0..ty0 + rows`, `nt` tiles.
+    ty0: usize,
+    rows: usize,
+    nt: usize,
+    tiles_x: usize,
+}
+
+/// Which step of a [`Block`] a task belongs to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// Task `c`: input channel `c` into `V`.
+    Input,
+    /// Task `ξ`: `M[ξ] = U[ξ] · V[ξ]`.
+    Products,
+    /// Task `co`: output channel `co` from `M`.
+    Output,
+}
+
+/// How a task of a [`Block`] is compiled: the SIMD tables implement it with a
+/// `#[target_feature]` function around [`block_task`] (a task run from a worker thread is a
+/// closure, which does not inherit its caller's features), the portable one directly.
+pub(crate) trait Compiled {
+    /// Runs task `i` of step `step`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`block_task`], and the CPU has the implementation's features.
+    unsafe fn task(b: &Block<'_>, step: Step, i: usize);
+}
+
+/// The portable compilation of [`Block`]'s tasks.
+#[derive(Debug)]
+pub(crate) struct Plain;
+
+impl Compiled for Plain {
+    #[inline(always)]
+    unsafe fn task(b: &Block<'_>, step: Step, i: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { block_task(b, step, i) }
+    }
+}
+
+/// [`conv2d`] with the 36 products done by `gemm` (the portable [`super::gemm`]'s contract)
+/// and each block's steps split among `par`'s threads ([`Block`]; one thread for layers too
+/// small to pay for waking the others).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the GEMM and the threads.
+pub(crate) fn conv2d_with<C: Compiled>(
+    gemm: GemmFn,
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     u: &[f32],
@@ -266,78 +340,140 @@ pub(crate) fn conv2d_with(
     if b.rows == 0 || p.c_out == 0 {
         return;
     }
+    let block_fmas = (POINTS * p.c_out * p.c_in).saturating_mul(b.rows * b.tiles_x);
+    let par = if worth_splitting(par, block_fmas) {
+        par
+    } else {
+        &Serial
+    };
     let (in_plane, out_plane) = (p.h * p.w, p.out_h * p.out_w);
     let (v_all, m_all) = scratch.split_at_mut(POINTS * p.c_in * b.rows * b.tiles_x);
-    let mut work = Work::new();
     let mut ty0 = 0;
     while ty0 < b.tiles_y {
         let rows = b.rows.min(b.tiles_y - ty0);
         let nt = rows * b.tiles_x;
-        let v = &mut v_all[..POINTS * p.c_in * nt];
-        let m = &mut m_all[..POINTS * p.c_out * nt];
         for n in 0..p.batch {
-            let image = &input[n * p.c_in * in_plane..][..p.c_in * in_plane];
-            for c in 0..p.c_in {
-                let plane = &image[c * in_plane..][..in_plane];
-                for r in 0..rows {
-                    let mut tx0 = 0;
-                    while tx0 < b.tiles_x {
-                        let ch = CHUNK.min(b.tiles_x - tx0);
-                        let at = c * nt + r * b.tiles_x + tx0;
-                        input_tiles(&mut work, p, plane, ty0 + r, tx0, ch, v, at, p.c_in * nt);
-                        tx0 += ch;
-                    }
-                }
-            }
-            for xi in 0..POINTS {
-                let a = &u[xi * p.c_out * p.c_in..][..p.c_out * p.c_in];
-                let bm = &v[xi * p.c_in * nt..][..p.c_in * nt];
-                let cm = &mut m[xi * p.c_out * nt..][..p.c_out * nt];
-                gemm(p.c_out, nt, p.c_in, a, bm, cm);
-            }
-            let dst = &mut out[n * p.c_out * out_plane..][..p.c_out * out_plane];
-            for co in 0..p.c_out {
-                let shift = bias.map_or(0.0, |b| b[co]);
-                let plane = &mut dst[co * out_plane..][..out_plane];
-                for r in 0..rows {
-                    let mut tx0 = 0;
-                    while tx0 < b.tiles_x {
-                        let ch = CHUNK.min(b.tiles_x - tx0);
-                        let at = co * nt + r * b.tiles_x + tx0;
-                        output_tiles(
-                            &mut work,
-                            p,
-                            m,
-                            at,
-                            p.c_out * nt,
-                            ty0 + r,
-                            tx0,
-                            ch,
-                            shift,
-                            act,
-                            plane,
-                        );
-                        tx0 += ch;
-                    }
-                }
+            let blk = Block {
+                p,
+                image: &input[n * p.c_in * in_plane..][..p.c_in * in_plane],
+                u,
+                bias,
+                act,
+                gemm,
+                v: SharedMut::new(&mut v_all[..POINTS * p.c_in * nt]),
+                m: SharedMut::new(&mut m_all[..POINTS * p.c_out * nt]),
+                dst: SharedMut::new(&mut out[n * p.c_out * out_plane..][..p.c_out * out_plane]),
+                ty0,
+                rows,
+                nt,
+                tiles_x: b.tiles_x,
+            };
+            for (step, tasks) in [
+                (Step::Input, p.c_in),
+                (Step::Products, POINTS),
+                (Step::Output, p.c_out),
+            ] {
+                par.run(tasks, &|i| {
+                    // SAFETY: `Parallel` runs each task of a step once, the steps one after
+                    // the other; the caller of `conv2d_with` chose `C` for this CPU.
+                    unsafe { C::task(&blk, step, i) }
+                });
             }
         }
         ty0 += rows;
     }
 }
 
+/// Task `i` of step `step` of block `b` (see [`Block`]).
+///
+/// # Safety
+///
+/// No other task of the same step and block runs with the same `i` at the same time, and no
+/// task of another step of the block runs at the same time (the steps read what the previous
+/// one wrote).
+#[inline(always)]
+pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
+    let p = b.p;
+    let nt = b.nt;
+    match step {
+        Step::Input => {
+            let mut work = Work::new();
+            let in_plane = p.h * p.w;
+            let plane = &b.image[i * in_plane..][..in_plane];
+            for r in 0..b.rows {
+                let mut tx0 = 0;
+                while tx0 < b.tiles_x {
+                    let ch = CHUNK.min(b.tiles_x - tx0);
+                    let at = i * nt + r * b.tiles_x + tx0;
+                    // SAFETY: input channel `i` writes only its own runs of `V` (`at` lies in
+                    // `i * nt..(i + 1) * nt` of every point's plane); the caller's contract.
+                    unsafe {
+                        input_tiles(&mut work, p, plane, b.ty0 + r, tx0, ch, &b.v, at, p.c_in * nt)
+                    };
+                    tx0 += ch;
+                }
+            }
+        }
+        Step::Products => {
+            let a = &b.u[i * p.c_out * p.c_in..][..p.c_out * p.c_in];
+            // SAFETY: point `i` reads its plane of `V` and writes its plane of `M`, which no
+            // other task of this step touches; the caller's contract.
+            let (bm, cm) = unsafe {
+                (
+                    b.v.read(i * p.c_in * nt, p.c_in * nt),
+                    b.m.part(i * p.c_out * nt, p.c_out * nt),
+                )
+            };
+            (b.gemm)(p.c_out, nt, p.c_in, a, bm, cm);
+        }
+        Step::Output => {
+            let mut work = Work::new();
+            let out_plane = p.out_h * p.out_w;
+            let shift = b.bias.map_or(0.0, |bias| bias[i]);
+            // SAFETY: output channel `i` writes only its own plane; the step only reads `M`.
+            let (plane, m) =
+                unsafe { (b.dst.part(i * out_plane, out_plane), b.m.read(0, b.m.len())) };
+            for r in 0..b.rows {
+                let mut tx0 = 0;
+                while tx0 < b.tiles_x {
+                    let ch = CHUNK.min(b.tiles_x - tx0);
+                    let at = i * nt + r * b.tiles_x + tx0;
+                    output_tiles(
+                        &mut work,
+                        p,
+                        m,
+                        at,
+                        p.c_out * nt,
+                        b.ty0 + r,
+                        tx0,
+                        ch,
+                        shift,
+                        b.act,
+                        plane,
+                    );
+                    tx0 += ch;
+                }
+            }
+        }
+    }
+}
+
 /// Transforms tiles `tx0..tx0 + ch` of tile row `ty` of one input channel `plane` into
 /// `v[ξ * point_stride + at + q]` for tile `q` of the chunk.
+///
+/// # Safety
+///
+/// No other reference to those elements of `v` is used while this runs.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn input_tiles(
+unsafe fn input_tiles(
     work: &mut Work,
     p: &Conv2d,
     plane: &[f32],
     ty: usize,
     tx0: usize,
     ch: usize,
-    v: &mut [f32],
+    v: &SharedMut<'_>,
     at: usize,
     point_stride: usize,
 ) {
@@ -377,7 +513,8 @@ fn input_tiles(
         input_points(ph, o, ch);
         for (j, oj) in o.iter().enumerate() {
             let start = (i * ALPHA + j) * point_stride + at;
-            copy_short(&mut v[start..], oj, ch);
+            // SAFETY: the caller's contract: nothing else uses these elements now.
+            copy_short(unsafe { v.part(start, ch) }, oj, ch);
         }
     }
 }

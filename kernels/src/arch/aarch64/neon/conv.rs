@@ -180,8 +180,11 @@ pub(crate) fn conv2d_winograd(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    crate::arch::portable::winograd::conv2d_with(
+    use crate::arch::portable::winograd::{conv2d_with, Plain};
+    // Single-threaded: the tables' `_par` entries are x86-only so far (`Kernels::conv2d_on`).
+    conv2d_with::<Plain>(
         super::gemm::gemm,
+        &crate::par::Serial,
         p,
         input,
         u,

@@ -33,7 +33,9 @@ fn conv2d_winograd(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    crate::arch::portable::winograd::conv2d_with(gemm::gemm, p, input, u, bias, act, scratch, out);
+    use crate::arch::portable::winograd::{conv2d_with, Plain};
+    let serial = &crate::par::Serial;
+    conv2d_with::<Plain>(gemm::gemm, serial, p, input, u, bias, act, scratch, out);
 }
 
 /// The portable [`conv2d`](crate::conv2d) with the NEON GEMM underneath; same contract.

@@ -202,6 +202,23 @@ pub(crate) trait MicroKernel<const NR: usize> {
     /// As for [`tile`](Self::tile), with `B` holding `cols` contiguous columns of `kc` floats
     /// and `cols` columns of `C` (and bias values).
     unsafe fn dots(t: &Tile);
+
+    /// [`gemm_part`] for this micro-kernel. An ISA overrides it with a call into a
+    /// `#[target_feature]` function, so that a task run from a worker thread (through a
+    /// closure, which does not inherit the caller's features) still gets packers compiled for
+    /// the ISA's vectors.
+    ///
+    /// # Safety
+    ///
+    /// As for [`gemm_part`].
+    #[inline(always)]
+    unsafe fn part<B: PackB>(g: &Shared<'_>, b: &B, task: usize, split: Split)
+    where
+        Self: Sized,
+    {
+        // SAFETY: forwarded from the caller.
+        unsafe { gemm_part::<Self, NR, B>(g, b, task, split) }
+    }
 }
 
 /// How the `nc` columns of a `kc x nc` panel are packed: `full` micro-panels of `NR` columns
@@ -417,18 +434,133 @@ fn rows_collide(lda: usize, mr: usize) -> bool {
 /// compiled inside the caller's `#[target_feature]` function.
 #[inline(always)]
 pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm<'_>, b: &B) {
-    let Gemm {
+    // SAFETY: forwarded from the caller; the only task is the whole product.
+    unsafe { gemm_part::<K, NR, B>(&Shared::from(g), b, 0, Split::ONE) }
+}
+
+/// The blocked GEMM with micro-kernel `K`, its output split among `par`'s threads when it is
+/// large enough to pay for waking them ([`crate::par::worth_splitting`]); else [`gemm`].
+///
+/// # Safety
+///
+/// As for [`gemm`].
+#[inline(always)]
+pub(crate) unsafe fn gemm_par<K: MicroKernel<NR>, const NR: usize, B: PackB + Sync>(
+    par: &dyn crate::par::Parallel,
+    g: Gemm<'_>,
+    b: &B,
+) {
+    let fmas = g.m.saturating_mul(g.n).saturating_mul(g.k);
+    if !crate::par::worth_splitting(par, fmas) {
+        // SAFETY: forwarded from the caller.
+        return unsafe { gemm::<K, NR, B>(g, b) };
+    }
+    let split = Split::new(g.m, g.n, g.k, K::MR, par.threads());
+    let shared = Shared::from(g);
+    par.run(split.tasks(), &|task| {
+        // SAFETY: the caller guarantees the CPU features; `Parallel` runs each task once, and
+        // different tasks own disjoint parts of `C`.
+        unsafe { K::part(&shared, b, task, split) }
+    });
+}
+
+/// A [`Gemm`] whose `C` the tasks of a parallel run share: each writes only its own part
+/// ([`Split`]), through raw pointers, as the serial driver always did.
+#[derive(Debug)]
+pub(crate) struct Shared<'a> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: &'a [f32],
+    pub lda: usize,
+    pub a_blocked: bool,
+    pub c: crate::par::SharedMut<'a>,
+    pub ldc: usize,
+    pub bias: Bias<'a>,
+    pub act: Activation,
+}
+
+impl<'a> From<Gemm<'a>> for Shared<'a> {
+    fn from(g: Gemm<'a>) -> Self {
+        Shared {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            a: g.a,
+            lda: g.lda,
+            a_blocked: g.a_blocked,
+            c: crate::par::SharedMut::new(g.c),
+            ldc: g.ldc,
+            bias: g.bias,
+            act: g.act,
+        }
+    }
+}
+
+/// How a GEMM's `C` is cut into tasks for several threads: `cols` runs of whole panels (of
+/// [`panel_cols`] columns) times `rows` runs of whole slivers. Columns are cut first, since a column part packs
+/// only its own panels of `B`; rows only when there are too few panels (a 7x7 map is one),
+/// and each row part then packs the same panels again. Every element of `C` is computed by
+/// the same micro-kernel steps as in one piece, so the result is the same to the bit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Split {
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Split {
+    /// One task: the whole product.
+    pub(crate) const ONE: Split = Split { rows: 1, cols: 1 };
+
+    /// About four tasks per thread (claimed dynamically, so unequal parts even out), for an
+    /// `m x n x k` product with `mr`-row slivers.
+    pub(crate) fn new(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> Split {
+        if threads <= 1 {
+            return Split::ONE;
+        }
+        let target = 4 * threads;
+        let panel_nc = panel_cols(m, crate::pack::depth_blocks(k).1);
+        let cols = n.div_ceil(panel_nc).clamp(1, target);
+        // At least two slivers per row part, so its tail can still be balanced.
+        let rows = target.div_ceil(cols).min((m.div_ceil(mr) / 2).max(1));
+        Split { rows, cols }
+    }
+
+    pub(crate) fn tasks(self) -> usize {
+        self.rows * self.cols
+    }
+}
+
+/// Task `task` of [`Split`] `split` of the blocked GEMM with micro-kernel `K`: the rows and
+/// column panels of `C` that task owns. [`gemm`] is the one task of [`Split::ONE`].
+///
+/// Panics if a slice is too short for its dimensions (so the raw pointers handed to the
+/// micro-kernel are in bounds).
+///
+/// # Safety
+///
+/// The CPU has every feature `K` needs, and no other task of the same `g` runs with the same
+/// `task` at the same time (different tasks write disjoint parts of `C`). `inline(always)`, so
+/// that it is compiled inside the caller's `#[target_feature]` function.
+#[inline(always)]
+pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
+    g: &Shared<'_>,
+    b: &B,
+    task: usize,
+    split: Split,
+) {
+    let Shared {
         m,
         n,
         k,
         a,
         lda,
         a_blocked,
-        c,
+        ref c,
         ldc,
         bias,
         act,
-    } = g;
+    } = *g;
     if m == 0 || n == 0 {
         return;
     }
@@ -453,6 +585,13 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
     // its zeros and epilogue.
     let (blocks, kc_step) = crate::pack::depth_blocks(k);
     let panel_nc = panel_cols(m, kc_step);
+    // This task's rows `row0..m_end` and columns `jc..n_end` (whole slivers, whole panels;
+    // `Split::new` counted panels of the same width).
+    let (slivers, panels) = (m.div_ceil(mr), n.div_ceil(panel_nc));
+    let (rp, cp) = (task / split.cols, task % split.cols);
+    let row0 = (slivers * rp / split.rows * mr).min(m);
+    let m_end = (slivers * (rp + 1) / split.rows * mr).min(m);
+    let n_end = (panels * (cp + 1) / split.cols * panel_nc).min(n);
 
     let mut panel_buf = MaybeUninit::<PanelBuf>::uninit();
     // Only the prefix any panel of this call uses is initialised, once: every packer then
@@ -471,11 +610,11 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
     let copy_a = !a_blocked && rows_collide(lda, mr);
     assert!(!a_blocked || lda == k, "gemm: blocked a needs lda == k");
     let a_ptr = a.as_ptr();
-    let c_ptr = c.as_mut_ptr();
+    let c_ptr = c.as_ptr();
 
-    let mut jc = 0;
-    while jc < n {
-        let nc = panel_nc.min(n - jc);
+    let mut jc = (panels * cp / split.cols * panel_nc).min(n);
+    while jc < n_end {
+        let nc = panel_nc.min(n_end - jc);
         let l = PanelLayout::new::<NR>(nc);
         // Full tiles, the half-width tile, then the rest as dot products.
         let tiles = l.full + usize::from(l.half > 0);
@@ -486,9 +625,9 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
             b.pack::<NR>(pc, kc, jc, nc, panel);
             let panel = panel.as_ptr();
             let sliver = &mut sliver_buf.0;
-            let mut ir = 0;
-            while ir < m {
-                let rows = sliver_rows(m, ir, mr);
+            let mut ir = row0;
+            while ir < m_end {
+                let rows = sliver_rows(m_end, ir, mr);
                 let (sliver_ptr, sliver_ld) = if a_blocked {
                     (a_ptr.wrapping_add(m * pc + ir * kc), kc)
                 } else if copy_a {
@@ -517,7 +656,7 @@ pub(crate) unsafe fn gemm<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: Gemm
                         // During the last full tile on this sliver (or the ragged part if
                         // there is no full tile), fetch the next sliver's rows for the copy
                         // that follows.
-                        a_next: if q + 1 == tiles.max(1) && next < m {
+                        a_next: if q + 1 == tiles.max(1) && next < m_end {
                             if a_blocked {
                                 a_ptr.wrapping_add(m * pc + next * kc)
                             } else {

@@ -23,6 +23,7 @@
 use super::gemm::NR;
 use super::im2col::conv2d_gemm;
 use super::lanes::Avx2;
+use crate::par::{Parallel, Serial};
 use crate::{Activation, Conv2d};
 
 /// The GEMM branches for AVX2.
@@ -32,6 +33,7 @@ use crate::{Activation, Conv2d};
 /// AVX2 and FMA are available.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn conv2d_avx2(
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
@@ -40,12 +42,28 @@ unsafe fn conv2d_avx2(
     out: &mut [f32],
 ) {
     // SAFETY: AVX2 and FMA are available (this function's contract).
-    unsafe { conv2d_gemm::<Avx2, NR>(Avx2::new(), p, input, weight, bias, act, out) }
+    unsafe { conv2d_gemm::<Avx2, NR>(Avx2::new(), par, p, input, weight, bias, act, out) }
 }
 
 /// Convolution; see [`crate::conv2d`]. `scratch` is only used by the depthwise branch's
 /// kernel (the GEMM branches pack from the input directly).
 pub(crate) fn conv2d(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    conv2d_par(&Serial, p, input, weight, bias, act, scratch, out);
+}
+
+/// [`conv2d`] with its GEMMs split among `par`'s threads (depthwise convolutions run on the
+/// calling thread).
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads.
+pub(crate) fn conv2d_par(
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
@@ -61,7 +79,7 @@ pub(crate) fn conv2d(
     }
     // SAFETY: only reachable through a table built after detecting avx2 and fma
     // (crate::table).
-    unsafe { conv2d_avx2(p, input, weight, bias, act, out) }
+    unsafe { conv2d_avx2(par, p, input, weight, bias, act, out) }
 }
 
 winograd_entry!("avx2,fma", super::gemm::gemm);

@@ -13,10 +13,11 @@
 //! weights for only a few rows of output. Larger batches go through the GEMM with the weights
 //! packed as the transposed right-hand side and the bias added per column.
 
-use super::blis::{self, Bias, ColMajor, MicroKernel, RowMajor, Tile};
+use super::blis::{self, Bias, ColMajor, MicroKernel, PackB, RowMajor, Tile};
 use super::kern;
 use super::lanes::Avx2;
 use crate::len::holds;
+use crate::par::{Parallel, Serial};
 use crate::Activation;
 
 /// Columns per tile: two `__m256`.
@@ -38,6 +39,12 @@ impl MicroKernel<NR> for Avx2 {
                 _ => tile::<1>(t),
             }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+        // SAFETY: forwarded from the caller (CPU features, one run per task).
+        unsafe { part::<B>(g, b, task, split) }
     }
 
     #[inline(always)]
@@ -80,13 +87,33 @@ unsafe fn dots<const R: usize>(t: &Tile) {
     unsafe { kern::dots::<Avx2, R>(Avx2::new(), t) }
 }
 
+/// [`blis::gemm_part`] compiled for this ISA: a parallel task's entry.
+///
+/// # Safety
+///
+/// The CPU has the features below; as for [`blis::gemm_part`].
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+    // SAFETY: forwarded from the caller.
+    unsafe { blis::gemm_part::<Avx2, NR, B>(g, b, task, split) }
+}
+
 /// `C = A B` for AVX2.
 ///
 /// # Safety
 ///
 /// AVX2 and FMA are available.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gemm_avx2(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+unsafe fn gemm_avx2(
+    par: &dyn Parallel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
     let g = blis::Gemm {
         m,
         n,
@@ -100,11 +127,24 @@ unsafe fn gemm_avx2(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut 
         act: Activation::None,
     };
     // SAFETY: AVX2 and FMA are available (this function's contract).
-    unsafe { blis::gemm::<Avx2, NR, _>(g, &RowMajor { data: b, ld: n }) };
+    unsafe { blis::gemm_par::<Avx2, NR, _>(par, g, &RowMajor { data: b, ld: n }) };
 }
 
 /// `C[m, n] = A[m, k] * B[k, n]`, overwriting `C`; see [`crate::gemm`].
 pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    gemm_par(&Serial, m, n, k, a, b, c);
+}
+
+/// [`gemm`] with its output split among `par`'s threads.
+pub(crate) fn gemm_par(
+    par: &dyn Parallel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
     assert!(
         holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
         "gemm: short slice"
@@ -114,7 +154,7 @@ pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [
     }
     // SAFETY: only reachable through a table built after detecting avx2 and fma
     // (crate::table).
-    unsafe { gemm_avx2(m, n, k, a, b, c) }
+    unsafe { gemm_avx2(par, m, n, k, a, b, c) }
 }
 
 /// Batches below this run as dot products of input rows and weight rows; larger ones as the

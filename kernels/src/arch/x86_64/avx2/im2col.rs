@@ -34,6 +34,7 @@ use super::blis::{
     NC_MAX,
 };
 use super::lanes::Lanes;
+use crate::par::Parallel;
 use crate::{Activation, Conv2d};
 
 /// The convolution on micro-kernel `K`, for the non-depthwise branches.
@@ -45,8 +46,10 @@ use crate::{Activation, Conv2d};
 /// The CPU has every feature `K` needs; `inline(always)` compiles it inside the caller's
 /// `#[target_feature]` function.
 #[inline(always)]
-pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes, const NR: usize>(
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the vector token and the threads.
+pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: usize>(
     s: K,
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
@@ -82,6 +85,7 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes, const NR: usize>(
             unsafe {
                 if p.is_pointwise() {
                     run::<K, NR, _>(
+                        par,
                         gemm,
                         &RowMajor {
                             data: src,
@@ -89,22 +93,26 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes, const NR: usize>(
                         },
                     );
                 } else {
-                    run::<K, NR, _>(gemm, &Im2col { s, p, src });
+                    run::<K, NR, _>(par, gemm, &Im2col { s, p, src });
                 }
             }
         }
     }
 }
 
-/// [`blis::gemm`], kept as one call site per packer.
+/// [`blis::gemm_par`], kept as one call site per packer.
 ///
 /// # Safety
 ///
 /// As for [`blis::gemm`].
 #[inline(always)]
-unsafe fn run<K: MicroKernel<NR>, const NR: usize, B: PackB>(g: blis::Gemm<'_>, b: &B) {
+unsafe fn run<K: MicroKernel<NR>, const NR: usize, B: PackB + Sync>(
+    par: &dyn Parallel,
+    g: blis::Gemm<'_>,
+    b: &B,
+) {
     // SAFETY: forwarded from the caller.
-    unsafe { blis::gemm::<K, NR, B>(g, b) }
+    unsafe { blis::gemm_par::<K, NR, B>(par, g, b) }
 }
 
 /// Output positions `o` in `0..out_len` for which the input coordinate

@@ -508,6 +508,7 @@ mod tests {
     use crate::arch::x86_64::avx2::blis::{self, Bias, ColMajor, MicroKernel, RowMajor};
     use crate::arch::x86_64::avx2::im2col::conv2d_gemm;
     use crate::arch::x86_64::avx2::lanes::Emu;
+    use crate::par::Serial;
     use crate::testutil::XorShift;
     use crate::Conv2d;
     use std::vec;
@@ -776,10 +777,11 @@ mod tests {
             );
             let mut got8 = vec![f32::NAN; n_out];
             let mut got16 = vec![f32::NAN; n_out];
+            let (x, w, b) = (&input[..], &weight[..], Some(&bias[..]));
             // SAFETY: the emulation needs no CPU features.
             unsafe {
-                conv2d_gemm::<Emu<8>, 16>(Emu, &p, &input, &weight, Some(&bias), act, &mut got8);
-                conv2d_gemm::<Emu<16>, 32>(Emu, &p, &input, &weight, Some(&bias), act, &mut got16);
+                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, act, &mut got8);
+                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, act, &mut got16);
             }
             close(&got8, &want, &std::format!("emu8 {p:?}"));
             close(&got16, &want, &std::format!("emu16 {p:?}"));

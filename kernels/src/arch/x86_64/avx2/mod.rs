@@ -23,6 +23,11 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.dense = gemm::dense;
     k.conv2d = conv::conv2d;
     k.conv2d_winograd = conv::conv2d_winograd;
+    k.par = Some(crate::table::ParEntries {
+        gemm: gemm::gemm_par,
+        conv2d: conv::conv2d_par,
+        conv2d_winograd: conv::conv2d_winograd_par,
+    });
     k.weights = crate::pack::WeightLayout::DepthBlocked;
     k.unary = eltwise::unary;
     k.unary_inplace = eltwise::unary_inplace;

@@ -7,6 +7,7 @@
 
 use super::gemm::{Avx512, NR};
 use crate::arch::x86_64::avx2::im2col::conv2d_gemm;
+use crate::par::{Parallel, Serial};
 use crate::{Activation, Conv2d};
 
 /// The GEMM branches for AVX-512.
@@ -16,6 +17,7 @@ use crate::{Activation, Conv2d};
 /// AVX-512F, AVX2 and FMA are available.
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn conv2d_avx512(
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
@@ -24,11 +26,27 @@ unsafe fn conv2d_avx512(
     out: &mut [f32],
 ) {
     // SAFETY: the features are available (this function's contract).
-    unsafe { conv2d_gemm::<Avx512, NR>(Avx512::new(), p, input, weight, bias, act, out) }
+    unsafe { conv2d_gemm::<Avx512, NR>(Avx512::new(), par, p, input, weight, bias, act, out) }
 }
 
 /// Convolution; see [`crate::conv2d`].
 pub(crate) fn conv2d(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    conv2d_par(&Serial, p, input, weight, bias, act, scratch, out);
+}
+
+/// [`conv2d`] with its GEMMs split among `par`'s threads (depthwise convolutions run on the
+/// calling thread).
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads.
+pub(crate) fn conv2d_par(
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
@@ -44,7 +62,7 @@ pub(crate) fn conv2d(
     }
     // SAFETY: only reachable through a table built after detecting avx512f, avx2 and fma
     // (crate::table).
-    unsafe { conv2d_avx512(p, input, weight, bias, act, out) }
+    unsafe { conv2d_avx512(par, p, input, weight, bias, act, out) }
 }
 
 winograd_entry!("avx512f,avx2,fma", super::gemm::gemm);

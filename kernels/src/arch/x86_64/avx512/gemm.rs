@@ -13,10 +13,11 @@
 
 use core::arch::x86_64::*;
 
-use crate::arch::x86_64::avx2::blis::{self, Bias, ColMajor, MicroKernel, RowMajor, Tile};
+use crate::arch::x86_64::avx2::blis::{self, Bias, ColMajor, MicroKernel, PackB, RowMajor, Tile};
 use crate::arch::x86_64::avx2::kern;
 use crate::arch::x86_64::avx2::lanes::Lanes;
 use crate::len::holds;
+use crate::par::{Parallel, Serial};
 use crate::Activation;
 
 /// Columns per tile: two `__m512`.
@@ -163,6 +164,12 @@ impl MicroKernel<NR> for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+        // SAFETY: forwarded from the caller (CPU features, one run per task).
+        unsafe { part::<B>(g, b, task, split) }
+    }
+
+    #[inline(always)]
     unsafe fn dots(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
         unsafe {
@@ -210,13 +217,33 @@ unsafe fn dots<const R: usize>(t: &Tile) {
     unsafe { kern::dots::<Avx512, R>(Avx512::new(), t) }
 }
 
+/// [`blis::gemm_part`] compiled for this ISA: a parallel task's entry.
+///
+/// # Safety
+///
+/// The CPU has the features below; as for [`blis::gemm_part`].
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+    // SAFETY: forwarded from the caller.
+    unsafe { blis::gemm_part::<Avx512, NR, B>(g, b, task, split) }
+}
+
 /// `C = A B` for AVX-512.
 ///
 /// # Safety
 ///
 /// AVX-512F, AVX2 and FMA are available.
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn gemm_avx512(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+unsafe fn gemm_avx512(
+    par: &dyn Parallel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
     let g = blis::Gemm {
         m,
         n,
@@ -230,11 +257,24 @@ unsafe fn gemm_avx512(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mu
         act: Activation::None,
     };
     // SAFETY: the features are available (this function's contract).
-    unsafe { blis::gemm::<Avx512, NR, _>(g, &RowMajor { data: b, ld: n }) };
+    unsafe { blis::gemm_par::<Avx512, NR, _>(par, g, &RowMajor { data: b, ld: n }) };
 }
 
 /// `C[m, n] = A[m, k] * B[k, n]`, overwriting `C`; see [`crate::gemm`].
 pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    gemm_par(&Serial, m, n, k, a, b, c);
+}
+
+/// [`gemm`] with its output split among `par`'s threads.
+pub(crate) fn gemm_par(
+    par: &dyn Parallel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
     assert!(
         holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
         "gemm: short slice"
@@ -244,7 +284,7 @@ pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [
     }
     // SAFETY: only reachable through a table built after detecting avx512f, avx2 and fma
     // (crate::table).
-    unsafe { gemm_avx512(m, n, k, a, b, c) }
+    unsafe { gemm_avx512(par, m, n, k, a, b, c) }
 }
 
 /// Dense layer for AVX-512.

@@ -1,0 +1,247 @@
+//! Kernels split among threads (`Kernels::gemm_on`, `conv2d_on`, `conv2d_winograd_on`) give
+//! the same result, to the bit, as the same table on one thread, for every ISA this CPU has,
+//! on shapes large enough to be split (column panels, row slivers when there is only one
+//! panel, groups, ragged edges); and that result is within the usual tolerance of the
+//! portable reference. A test `Parallel` made of scoped threads counts the jobs it ran, so a
+//! table that claims parallel entries is proved to have used them.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kiln_kernels::par::{Parallel, MIN_PARALLEL_FMAS};
+use kiln_kernels::{pack, winograd, Activation, Conv2d, Kernels, PORTABLE};
+
+/// `threads` scoped threads claiming tasks from a counter; counts the jobs of several tasks.
+struct Scoped {
+    threads: usize,
+    jobs: AtomicUsize,
+}
+
+// SAFETY: every index is claimed once from the counter, and the scope joins every thread
+// before `run` returns.
+unsafe impl Parallel for Scoped {
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        if tasks > 1 {
+            self.jobs.fetch_add(1, Ordering::Relaxed);
+        }
+        let next = AtomicUsize::new(0);
+        let claim = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= tasks {
+                break;
+            }
+            f(i);
+        };
+        std::thread::scope(|s| {
+            for _ in 1..self.threads {
+                s.spawn(claim);
+            }
+            claim();
+        });
+    }
+}
+
+fn data(len: usize, seed: u32) -> Vec<f32> {
+    let mut rng = common::Rng::new(seed);
+    (0..len).map(|_| rng.uniform(-1.0, 1.0) as f32).collect()
+}
+
+/// Every table to check: the reference (which has no parallel entries and must fall back) and
+/// each ISA this CPU runs.
+fn tables(test: &'static str) -> Vec<Kernels> {
+    let mut t = vec![PORTABLE];
+    t.extend(common::isas(test));
+    t
+}
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-4 * w.abs().max(1.0);
+        assert!((g - w).abs() <= tol, "{what}: [{i}] {g} vs {w}");
+    }
+}
+
+/// Checks `run(par, out)` for one and several threads: bit-identical, and parallel jobs ran
+/// when the table has parallel entries.
+fn same_on_threads(kt: &Kernels, what: &str, run: &dyn Fn(&dyn Parallel, &mut [f32]), len: usize) {
+    let mut one = vec![f32::NAN; len];
+    run(&kiln_kernels::par::Serial, &mut one);
+    for threads in [2, 3] {
+        let par = Scoped {
+            threads,
+            jobs: AtomicUsize::new(0),
+        };
+        let mut got = vec![f32::NAN; len];
+        run(&par, &mut got);
+        let differ = one
+            .iter()
+            .zip(&got)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(
+            differ.is_none(),
+            "{what} on {:?}, {threads} threads: element {differ:?} differs from one thread",
+            kt.isa
+        );
+        let jobs = par.jobs.load(Ordering::Relaxed);
+        assert_eq!(
+            jobs > 0,
+            kt.par.is_some(),
+            "{what} on {:?}: {jobs} parallel jobs",
+            kt.isa
+        );
+    }
+}
+
+#[test]
+fn gemm_split_matches_one_thread() {
+    // Many column panels; one panel (rows split); ragged everything.
+    for (m, n, k) in [
+        (64, 1000, 300),
+        (500, 49, 512),
+        (37, 333, 700),
+        (256, 256, 256),
+    ] {
+        assert!(m * n * k >= MIN_PARALLEL_FMAS);
+        let (a, b) = (data(m * k, 1), data(k * n, 2));
+        let mut want = vec![0.0; m * n];
+        (PORTABLE.gemm)(m, n, k, &a, &b, &mut want);
+        for kt in tables("gemm_on") {
+            let what = format!("gemm {m}x{n}x{k}");
+            same_on_threads(
+                &kt,
+                &what,
+                &|par, c| {
+                    kt.gemm_on(par, m, n, k, &a, &b, c);
+                    assert_close(c, &want, &what);
+                },
+                m * n,
+            );
+        }
+    }
+}
+
+fn conv(
+    c_in: usize,
+    c_out: usize,
+    hw: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    groups: usize,
+) -> Conv2d {
+    let out = (hw + 2 * pad - k) / stride + 1;
+    Conv2d {
+        batch: 1,
+        c_in,
+        h: hw,
+        w: hw,
+        c_out,
+        kh: k,
+        kw: k,
+        stride: [stride; 2],
+        dilation: [1; 2],
+        pad: [pad; 4],
+        groups,
+        out_h: out,
+        out_w: out,
+    }
+}
+
+#[test]
+fn conv2d_split_matches_one_thread() {
+    let cases = [
+        conv(64, 96, 56, 3, 2, 1, 1),   // im2col, several panels
+        conv(64, 128, 28, 1, 1, 0, 1),  // pointwise
+        conv(256, 128, 7, 3, 1, 1, 1),  // a 7x7 map: one panel, rows split
+        conv(128, 128, 28, 3, 1, 1, 2), // grouped
+        conv(48, 40, 30, 5, 1, 2, 1),   // ragged
+    ];
+    for p in cases {
+        let input = data(p.batch * p.c_in * p.h * p.w, 3);
+        let weight = data(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4);
+        let bias = data(p.c_out, 5);
+        let out_len = p.batch * p.c_out * p.out_h * p.out_w;
+        let mut want = vec![0.0; out_len];
+        let mut scratch = vec![0.0; p.scratch_len()];
+        (PORTABLE.conv2d)(
+            &p,
+            &input,
+            &weight,
+            Some(&bias),
+            Activation::Relu,
+            &mut scratch,
+            &mut want,
+        );
+        for kt in tables("conv2d_on") {
+            let mut packed = vec![0.0; weight.len()];
+            pack::pack_conv2d(kt.weights, &p, &weight, &mut packed);
+            let what = format!("conv2d {p:?}");
+            same_on_threads(
+                &kt,
+                &what,
+                &|par, out| {
+                    let mut scratch = vec![f32::NAN; p.scratch_len()];
+                    let act = Activation::Relu;
+                    kt.conv2d_on(
+                        par,
+                        &p,
+                        &input,
+                        &packed,
+                        Some(&bias),
+                        act,
+                        &mut scratch,
+                        out,
+                    );
+                    assert_close(out, &want, &what);
+                },
+                out_len,
+            );
+        }
+    }
+}
+
+#[test]
+fn winograd_split_matches_one_thread() {
+    for p in [conv(64, 64, 28, 3, 1, 1, 1), conv(64, 48, 30, 3, 1, 1, 1)] {
+        assert!(p.is_winograd_shape());
+        let input = data(p.c_in * p.h * p.w, 6);
+        let weight = data(p.c_out * p.c_in * 9, 7);
+        let bias = data(p.c_out, 8);
+        let mut u = vec![0.0; 36 * p.c_out * p.c_in];
+        winograd::transform_filter(p.c_out, p.c_in, &weight, &mut u);
+        let out_len = p.c_out * p.out_h * p.out_w;
+        let mut want = vec![0.0; out_len];
+        let mut scratch = vec![0.0; p.scratch_len()];
+        let act = Activation::Relu;
+        (PORTABLE.conv2d)(
+            &p,
+            &input,
+            &weight,
+            Some(&bias),
+            act,
+            &mut scratch,
+            &mut want,
+        );
+        for kt in tables("conv2d_winograd_on") {
+            let what = format!("winograd {p:?}");
+            same_on_threads(
+                &kt,
+                &what,
+                &|par, out| {
+                    let mut scratch = vec![f32::NAN; p.winograd_scratch_len()];
+                    kt.conv2d_winograd_on(par, &p, &input, &u, Some(&bias), act, &mut scratch, out);
+                    // Winograd rounds differently from the direct convolution.
+                    for (i, (&g, &w)) in out.iter().zip(&want).enumerate() {
+                        assert!((g - w).abs() <= 1e-3, "{what}: [{i}] {g} vs {w}");
+                    }
+                },
+                out_len,
+            );
+        }
+    }
+}
