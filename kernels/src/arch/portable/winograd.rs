@@ -408,7 +408,17 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
                     // SAFETY: input channel `i` writes only its own runs of `V` (`at` lies in
                     // `i * nt..(i + 1) * nt` of every point's plane); the caller's contract.
                     unsafe {
-                        input_tiles(&mut work, p, plane, b.ty0 + r, tx0, ch, &b.v, at, p.c_in * nt)
+                        input_tiles(
+                            &mut work,
+                            p,
+                            plane,
+                            b.ty0 + r,
+                            tx0,
+                            ch,
+                            &b.v,
+                            at,
+                            p.c_in * nt,
+                        )
                     };
                     tx0 += ch;
                 }
