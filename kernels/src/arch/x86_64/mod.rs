@@ -1,5 +1,83 @@
 //! x86_64 kernels: `avx2` needs AVX2 and FMA; `avx512` needs AVX-512F on top of those.
 
+/// The GEMM entries of one x86 ISA, from its micro-kernel type: the parallel task's entry
+/// (`part`, which `MicroKernel::part` forwards to), `gemm` and `gemm_par` (its safe table
+/// entries) and the `#[target_feature]` function between them. The AVX2 and AVX-512 files
+/// differ only in these names.
+macro_rules! gemm_entries {
+    ($kernel:ty, $features:literal) => {
+        /// [`blis::gemm_part`] compiled for this ISA: a parallel task's entry.
+        ///
+        /// # Safety
+        ///
+        /// The CPU has the features below; as for [`blis::gemm_part`].
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+            // SAFETY: forwarded from the caller.
+            unsafe { blis::gemm_part::<$kernel, NR, B>(g, b, task, split) }
+        }
+
+        /// `C = A B` on this ISA.
+        ///
+        /// # Safety
+        ///
+        /// The features below are available.
+        #[target_feature(enable = $features)]
+        unsafe fn gemm_compiled(
+            par: &dyn Parallel,
+            m: usize,
+            n: usize,
+            k: usize,
+            a: &[f32],
+            b: &[f32],
+            c: &mut [f32],
+        ) {
+            let g = blis::Gemm {
+                m,
+                n,
+                k,
+                a,
+                lda: k,
+                a_blocked: false,
+                c,
+                ldc: n,
+                bias: Bias::None,
+                act: Activation::None,
+            };
+            // SAFETY: the features are available (this function's contract).
+            unsafe { blis::gemm_par::<$kernel, NR, _>(par, g, &RowMajor { data: b, ld: n }) };
+        }
+
+        /// `C[m, n] = A[m, k] * B[k, n]`, overwriting `C`; see [`crate::gemm`].
+        pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+            gemm_par(&Serial, m, n, k, a, b, c);
+        }
+
+        /// [`gemm`] with its output split among `par`'s threads.
+        pub(crate) fn gemm_par(
+            par: &dyn Parallel,
+            m: usize,
+            n: usize,
+            k: usize,
+            a: &[f32],
+            b: &[f32],
+            c: &mut [f32],
+        ) {
+            assert!(
+                holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
+                "gemm: short slice"
+            );
+            if m == 0 || n == 0 {
+                return;
+            }
+            // SAFETY: only reachable through a table built after detecting these features
+            // (crate::table).
+            unsafe { gemm_compiled(par, m, n, k, a, b, c) }
+        }
+    };
+}
+
 /// `conv2d_winograd` for one x86 table: the portable Winograd convolution
 /// ([`crate::winograd::conv2d`]) compiled with the ISA's target features, with the ISA's own
 /// GEMM for the 36 products, behind the safe entry the table holds. One definition, so the

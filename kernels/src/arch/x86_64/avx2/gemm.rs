@@ -87,75 +87,7 @@ unsafe fn dots<const R: usize>(t: &Tile) {
     unsafe { kern::dots::<Avx2, R>(Avx2::new(), t) }
 }
 
-/// [`blis::gemm_part`] compiled for this ISA: a parallel task's entry.
-///
-/// # Safety
-///
-/// The CPU has the features below; as for [`blis::gemm_part`].
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
-    // SAFETY: forwarded from the caller.
-    unsafe { blis::gemm_part::<Avx2, NR, B>(g, b, task, split) }
-}
-
-/// `C = A B` for AVX2.
-///
-/// # Safety
-///
-/// AVX2 and FMA are available.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gemm_avx2(
-    par: &dyn Parallel,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-) {
-    let g = blis::Gemm {
-        m,
-        n,
-        k,
-        a,
-        lda: k,
-        a_blocked: false,
-        c,
-        ldc: n,
-        bias: Bias::None,
-        act: Activation::None,
-    };
-    // SAFETY: AVX2 and FMA are available (this function's contract).
-    unsafe { blis::gemm_par::<Avx2, NR, _>(par, g, &RowMajor { data: b, ld: n }) };
-}
-
-/// `C[m, n] = A[m, k] * B[k, n]`, overwriting `C`; see [`crate::gemm`].
-pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    gemm_par(&Serial, m, n, k, a, b, c);
-}
-
-/// [`gemm`] with its output split among `par`'s threads.
-pub(crate) fn gemm_par(
-    par: &dyn Parallel,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-) {
-    assert!(
-        holds(a.len(), &[m, k]) && holds(b.len(), &[k, n]) && holds(c.len(), &[m, n]),
-        "gemm: short slice"
-    );
-    if m == 0 || n == 0 {
-        return;
-    }
-    // SAFETY: only reachable through a table built after detecting avx2 and fma
-    // (crate::table).
-    unsafe { gemm_avx2(par, m, n, k, a, b, c) }
-}
+gemm_entries!(Avx2, "avx2,fma");
 
 /// Batches below this run as dot products of input rows and weight rows; larger ones as the
 /// packed GEMM, whose packing of the weights is then amortised over enough rows.
