@@ -10,8 +10,9 @@
 //! remainder. The few columns that touch the left/right padding go through scalar code that
 //! is the portable kernel's definition. Rows too narrow for that (fewer output columns than a
 //! vector plus the window, as on the 14x14 and 7x7 maps of Inception's pooling branches, where
-//! every column went through the scalar code) are copied into buffers holding the padded
-//! rows, with the fold's neutral value in the padding, and every column is
+//! every column went through the scalar code), and rows of at most two vectors with any
+//! border column (Inception's padded 3x3 pools on 28x28), are copied into buffers holding the
+//! padded rows, with the fold's neutral value in the padding, and every column is
 //! vectorised ([`narrow`]).
 //!
 //! Every lane folds its window in the portable kernel's order (rows, then columns), so the
