@@ -52,38 +52,72 @@ const SPAN: usize = TILE * CHUNK + LANES;
 /// stale values and are never stored.
 const LANES: usize = 16;
 
-/// The transforms' fixed-size temporaries, allocated (and zeroed) on the stack once per task
-/// of [`block_task`] (one input or output channel of a block of tile rows, on whichever
-/// thread runs it) rather than per chunk: zeroing them per chunk cost more than the transforms
-/// on small maps (a 28x28 map has 7 tiles per row, for 17 KB of temporaries). Nothing relies
-/// on their contents between uses: every element read is written first, except the lanes
-/// past a chunk's end, which are computed on but never stored, and `d`'s padding, which
-/// [`input_tiles`] writes as zeros each time.
-struct Work {
+/// The input transform's fixed-size temporaries, allocated (and zeroed) on the stack once per
+/// task of [`block_task`] (a range of input channels of a block of tile rows, on whichever
+/// thread runs it; one task per step on one thread) rather than per chunk or per channel:
+/// zeroing them per chunk cost more than the transforms on small maps, and per channel it
+/// was still about 1-2 % of a network with Winograd layers. Nothing relies on their contents
+/// between uses: every element read is written first, except the lanes past a chunk's end,
+/// which are computed on but never stored (after the first channel they hold a previous
+/// channel's finite values), and `d`'s padding, which [`input_tiles`] writes as zeros each
+/// time.
+struct InWork {
     d: [[f32; SPAN]; ALPHA],
     t: [[f32; SPAN]; ALPHA],
     ph: [[f32; CHUNK]; ALPHA],
     o: [[f32; CHUNK]; ALPHA],
+}
+
+impl InWork {
+    #[inline(always)]
+    fn new() -> Self {
+        InWork {
+            d: [[0.0; SPAN]; ALPHA],
+            t: [[0.0; SPAN]; ALPHA],
+            ph: [[0.0; CHUNK]; ALPHA],
+            o: [[0.0; CHUNK]; ALPHA],
+        }
+    }
+}
+
+/// The output transform's temporaries, made like [`InWork`] once per task (a range of output
+/// channels).
+struct OutWork {
     mm: [[f32; CHUNK]; POINTS],
     s: [[[f32; CHUNK]; TILE]; ALPHA],
     y4: [[f32; CHUNK]; TILE],
     line: [f32; TILE * CHUNK],
 }
 
-impl Work {
+impl OutWork {
     #[inline(always)]
     fn new() -> Self {
-        Work {
-            d: [[0.0; SPAN]; ALPHA],
-            t: [[0.0; SPAN]; ALPHA],
-            ph: [[0.0; CHUNK]; ALPHA],
-            o: [[0.0; CHUNK]; ALPHA],
+        OutWork {
             mm: [[0.0; CHUNK]; POINTS],
             s: [[[0.0; CHUNK]; TILE]; ALPHA],
             y4: [[0.0; CHUNK]; TILE],
             line: [0.0; TILE * CHUNK],
         }
     }
+}
+
+/// Tasks the input or output transform of a block is cut into, for `channels` channels on
+/// `threads` threads: one on one thread (so the temporaries are made once per step), else
+/// about four per thread, as the GEMM splits its work, each a contiguous range of channels
+/// ([`channel_range`]).
+#[inline(always)]
+fn channel_tasks(channels: usize, threads: usize) -> usize {
+    if threads <= 1 {
+        channels.min(1)
+    } else {
+        channels.min(4 * threads)
+    }
+}
+
+/// The channels of task `i` of `tasks` over `channels` (balanced, contiguous, together all).
+#[inline(always)]
+fn channel_range(i: usize, tasks: usize, channels: usize) -> core::ops::Range<usize> {
+    i * channels / tasks..(i + 1) * channels / tasks
 }
 
 /// `dst[..n] = src[..n]`, as a few copies of constant lengths (which compile to vector moves)
@@ -118,6 +152,37 @@ fn copy_short(dst: &mut [f32], src: &[f32], n: usize) {
         ($($k:literal)*) => {
             match n - i {
                 $($k => fixed::<$k>(dst, src),)*
+                _ => {}
+            }
+        };
+    }
+    tail!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+}
+
+/// `dst[..n] = 0`, like [`copy_short`] as stores of constant lengths for `n < 128`: the input
+/// transform zeroes the padding of every row it reads at the image's edges, one or two floats
+/// at the sides, and as `fill` calls those were `memset` calls (about 1 % of DenseNet-121).
+#[inline(always)]
+fn zero_short(dst: &mut [f32], n: usize) {
+    #[inline(always)]
+    fn fixed<const N: usize>(dst: &mut [f32]) {
+        dst[..N].fill(0.0);
+    }
+    let dst = &mut dst[..n];
+    if n >= 128 {
+        dst.fill(0.0);
+        return;
+    }
+    let mut i = 0;
+    while n - i >= 16 {
+        fixed::<16>(&mut dst[i..]);
+        i += 16;
+    }
+    let dst = &mut dst[i..];
+    macro_rules! tail {
+        ($($k:literal)*) => {
+            match n - i {
+                $($k => fixed::<$k>(dst),)*
                 _ => {}
             }
         };
@@ -248,8 +313,9 @@ pub fn conv2d(
 }
 
 /// The three steps of one block of one image, each cut into independent tasks: the input
-/// transform per input channel, the 36 products per point, the output transform per output
-/// channel. Each task writes only its own part of `v`, `m` or `dst`.
+/// transform per range of input channels, the 36 products per point, the output transform per
+/// range of output channels ([`channel_tasks`]). Each task writes only its own part of `v`, `m`
+/// or `dst`.
 #[derive(Debug)]
 pub(crate) struct Block<'a> {
     p: &'a Conv2d,
@@ -269,16 +335,19 @@ pub(crate) struct Block<'a> {
     rows: usize,
     nt: usize,
     tiles_x: usize,
+    /// Tasks of the input and of the output transform.
+    in_tasks: usize,
+    out_tasks: usize,
 }
 
 /// Which step of a [`Block`] a task belongs to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Step {
-    /// Task `c`: input channel `c` into `V`.
+    /// Task `i`: the input channels of [`channel_range`] `i` into `V`.
     Input,
     /// Task `ξ`: `M[ξ] = U[ξ] · V[ξ]`.
     Products,
-    /// Task `co`: output channel `co` from `M`.
+    /// Task `i`: the output channels of [`channel_range`] `i` from `M`.
     Output,
 }
 
@@ -347,6 +416,8 @@ pub(crate) fn conv2d_with<C: Compiled>(
         &Serial
     };
     let (in_plane, out_plane) = (p.h * p.w, p.out_h * p.out_w);
+    let in_tasks = channel_tasks(p.c_in, par.threads());
+    let out_tasks = channel_tasks(p.c_out, par.threads());
     let (v_all, m_all) = scratch.split_at_mut(POINTS * p.c_in * b.rows * b.tiles_x);
     let mut ty0 = 0;
     while ty0 < b.tiles_y {
@@ -367,11 +438,13 @@ pub(crate) fn conv2d_with<C: Compiled>(
                 rows,
                 nt,
                 tiles_x: b.tiles_x,
+                in_tasks,
+                out_tasks,
             };
             for (step, tasks) in [
-                (Step::Input, p.c_in),
+                (Step::Input, in_tasks),
                 (Step::Products, POINTS),
-                (Step::Output, p.c_out),
+                (Step::Output, out_tasks),
             ] {
                 par.run(tasks, &|i| {
                     // SAFETY: `Parallel` runs each task of a step once, the steps one after
@@ -397,30 +470,33 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
     let nt = b.nt;
     match step {
         Step::Input => {
-            let mut work = Work::new();
+            let mut work = InWork::new();
             let in_plane = p.h * p.w;
-            let plane = &b.image[i * in_plane..][..in_plane];
-            for r in 0..b.rows {
-                let mut tx0 = 0;
-                while tx0 < b.tiles_x {
-                    let ch = CHUNK.min(b.tiles_x - tx0);
-                    let at = i * nt + r * b.tiles_x + tx0;
-                    // SAFETY: input channel `i` writes only its own runs of `V` (`at` lies in
-                    // `i * nt..(i + 1) * nt` of every point's plane); the caller's contract.
-                    unsafe {
-                        input_tiles(
-                            &mut work,
-                            p,
-                            plane,
-                            b.ty0 + r,
-                            tx0,
-                            ch,
-                            &b.v,
-                            at,
-                            p.c_in * nt,
-                        )
-                    };
-                    tx0 += ch;
+            for c in channel_range(i, b.in_tasks, p.c_in) {
+                let plane = &b.image[c * in_plane..][..in_plane];
+                for r in 0..b.rows {
+                    let mut tx0 = 0;
+                    while tx0 < b.tiles_x {
+                        let ch = CHUNK.min(b.tiles_x - tx0);
+                        let at = c * nt + r * b.tiles_x + tx0;
+                        // SAFETY: input channel `c`, of this task's range only, writes only its
+                        // own runs of `V` (`at` lies in `c * nt..(c + 1) * nt` of every point's
+                        // plane); the caller's contract.
+                        unsafe {
+                            input_tiles(
+                                &mut work,
+                                p,
+                                plane,
+                                b.ty0 + r,
+                                tx0,
+                                ch,
+                                &b.v,
+                                at,
+                                p.c_in * nt,
+                            )
+                        };
+                        tx0 += ch;
+                    }
                 }
             }
         }
@@ -437,31 +513,39 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
             (b.gemm)(p.c_out, nt, p.c_in, a, bm, cm);
         }
         Step::Output => {
-            let mut work = Work::new();
+            let mut work = OutWork::new();
             let out_plane = p.out_h * p.out_w;
-            let shift = b.bias.map_or(0.0, |bias| bias[i]);
-            // SAFETY: output channel `i` writes only its own plane; the step only reads `M`.
-            let (plane, m) =
-                unsafe { (b.dst.part(i * out_plane, out_plane), b.m.read(0, b.m.len())) };
-            for r in 0..b.rows {
-                let mut tx0 = 0;
-                while tx0 < b.tiles_x {
-                    let ch = CHUNK.min(b.tiles_x - tx0);
-                    let at = i * nt + r * b.tiles_x + tx0;
-                    output_tiles(
-                        &mut work,
-                        p,
-                        m,
-                        at,
-                        p.c_out * nt,
-                        b.ty0 + r,
-                        tx0,
-                        ch,
-                        shift,
-                        b.act,
-                        plane,
-                    );
-                    tx0 += ch;
+            let range = channel_range(i, b.out_tasks, p.c_out);
+            // SAFETY: this task's output channels write only their own planes; the step only
+            // reads `M`.
+            let (planes, m) = unsafe {
+                (
+                    b.dst.part(range.start * out_plane, range.len() * out_plane),
+                    b.m.read(0, b.m.len()),
+                )
+            };
+            for (c, plane) in range.zip(planes.chunks_exact_mut(out_plane)) {
+                let shift = b.bias.map_or(0.0, |bias| bias[c]);
+                for r in 0..b.rows {
+                    let mut tx0 = 0;
+                    while tx0 < b.tiles_x {
+                        let ch = CHUNK.min(b.tiles_x - tx0);
+                        let at = c * nt + r * b.tiles_x + tx0;
+                        output_tiles(
+                            &mut work,
+                            p,
+                            m,
+                            at,
+                            p.c_out * nt,
+                            b.ty0 + r,
+                            tx0,
+                            ch,
+                            shift,
+                            b.act,
+                            plane,
+                        );
+                        tx0 += ch;
+                    }
                 }
             }
         }
@@ -477,7 +561,7 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn input_tiles(
-    work: &mut Work,
+    work: &mut InWork,
     p: &Conv2d,
     plane: &[f32],
     ty: usize,
@@ -488,7 +572,7 @@ unsafe fn input_tiles(
     point_stride: usize,
 ) {
     let width = TILE * ch + 2;
-    let Work { d, t, ph, o, .. } = work;
+    let InWork { d, t, ph, o } = work;
     // The six input rows the tile row reads, zero outside the image (that is the padding).
     // Input column of the chunk's first column: 4 * tx0 - pad_left, possibly negative.
     let x0 = (TILE * tx0) as isize - p.pad[1] as isize;
@@ -497,17 +581,17 @@ unsafe fn input_tiles(
     for (r, row) in d.iter_mut().enumerate() {
         let y = (TILE * ty + r) as isize - p.pad[0] as isize;
         if y < 0 || y >= p.h as isize || lo == hi {
-            row[..width].fill(0.0);
+            zero_short(row, width);
             continue;
         }
         let s0 = (x0 + lo as isize) as usize;
-        // Only the image's edges have padding; the tests keep the `memset` calls off the rest.
+        // Only the image's edges have padding; the tests keep the stores off the rest.
         if lo > 0 {
-            row[..lo].fill(0.0);
+            zero_short(row, lo);
         }
         copy_short(&mut row[lo..], &plane[y as usize * p.w + s0..], hi - lo);
         if hi < width {
-            row[hi..width].fill(0.0);
+            zero_short(&mut row[hi..], width - hi);
         }
     }
     // Bᵀ d over the rows, for every column at once.
@@ -534,7 +618,7 @@ unsafe fn input_tiles(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn output_tiles(
-    work: &mut Work,
+    work: &mut OutWork,
     p: &Conv2d,
     m: &[f32],
     at: usize,
@@ -546,9 +630,7 @@ fn output_tiles(
     act: Activation,
     plane: &mut [f32],
 ) {
-    let Work {
-        mm, s, y4, line, ..
-    } = work;
+    let OutWork { mm, s, y4, line } = work;
     // The chunk's 36 products, copied into whole-vector arrays.
     for (xi, row) in mm.iter_mut().enumerate() {
         copy_short(row, &m[xi * point_stride + at..], ch);

@@ -10,8 +10,9 @@
 //! remainder. The few columns that touch the left/right padding go through scalar code that
 //! is the portable kernel's definition. Rows too narrow for that (fewer output columns than a
 //! vector plus the window, as on the 14x14 and 7x7 maps of Inception's pooling branches, where
-//! every column went through the scalar code) are copied into buffers holding the padded
-//! rows, with the fold's neutral value in the padding, and every column is
+//! every column went through the scalar code), and rows of at most two vectors with any
+//! border column (Inception's padded 3x3 pools on 28x28), are copied into buffers holding the
+//! padded rows, with the fold's neutral value in the padding, and every column is
 //! vectorised ([`narrow`]).
 //!
 //! Every lane folds its window in the portable kernel's order (rows, then columns), so the
@@ -243,11 +244,7 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     let (w, kw, ow) = (p.w, p.kw, p.out_w);
     let l = S::LANES;
     // Input columns one vector of outputs reads, from its first window's first column.
-    let reads = if sw == 1 {
-        kw - 1 + l
-    } else {
-        2 * (kw.div_ceil(2) - 1) + 2 * l
-    };
+    let reads = reads(kw, sw, l);
     // Vector chunks start in `first..=last`: no left padding, no read past the row, no
     // output past the row.
     let first = pl.div_ceil(sw);
@@ -263,8 +260,11 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     let input = &input[..planes * in_plane];
     let out = &mut out[..planes * out_plane];
     // More than a couple of columns left to the scalar code (rows narrower than a vector and
-    // its window: 14x14 and 7x7 maps with AVX-512): pad the rows instead.
-    if ow - (vec_hi - vec_lo) > 2 && narrow(s, r, p, input, out) {
+    // its window: 14x14 and 7x7 maps with AVX-512), or any on a row of at most two vectors
+    // (28x28 with a padded 3x3 window: the two border columns cost more than a vector each,
+    // copying the three rows less): pad the rows instead.
+    let scalar = ow - (vec_hi - vec_lo);
+    if (scalar > 2 || (scalar > 0 && ow <= 2 * l)) && narrow(s, r, p, input, out) {
         return true;
     }
     for (i, dst) in out.chunks_exact_mut(out_plane).enumerate() {
@@ -295,9 +295,24 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     true
 }
 
+/// Input columns [`fold_row`] reads for one vector of `l` outputs (window width `kw`, stride
+/// `sw`), from its first window's first column: stride 1, `kw - 1 + l`; stride 2, two vectors
+/// per pair of window columns, but one float less for an odd `kw`, whose last pair uses only
+/// the even half (so a 3-wide window's last vector may end one float earlier, which keeps the
+/// last column of SqueezeNet's 109-wide stride-2 pool out of the scalar code).
+#[inline(always)]
+fn reads(kw: usize, sw: usize, l: usize) -> usize {
+    if sw == 1 {
+        kw - 1 + l
+    } else {
+        2 * (kw.div_ceil(2) - 1) + 2 * l - kw % 2
+    }
+}
+
 /// Folds one window row into `acc` for the vector of outputs whose first window starts at
 /// column `x0` of `row` (stride 1: one unaligned load per window column; stride 2: the even or
-/// odd half of two deinterleaved loads, in [`Simd::deinterleave`]'s lane order).
+/// odd half of two deinterleaved loads, in [`Simd::deinterleave`]'s lane order). `row` holds
+/// at least [`reads`] columns from `x0`.
 #[inline(always)]
 fn fold_row<S: Simd, R: Reduce<S>>(
     s: S,
@@ -316,7 +331,14 @@ fn fold_row<S: Simd, R: Reduce<S>>(
         let l = S::LANES;
         for pair in 0..kw.div_ceil(2) {
             let at = x0 + 2 * pair;
-            let (even, odd) = s.deinterleave(s.load(&row[at..]), s.load(&row[at + l..]));
+            // The last float of an odd window's last pair is in the odd half, which it does not
+            // use: it may lie past the row (a masked load then reads one float less).
+            let second = if at + 2 * l <= row.len() {
+                s.load(&row[at + l..])
+            } else {
+                s.load_partial(&row[at + l..])
+            };
+            let (even, odd) = s.deinterleave(s.load(&row[at..]), second);
             acc = r.step(s, acc, even);
             if 2 * pair + 1 < kw {
                 acc = r.step(s, acc, odd);
@@ -347,11 +369,7 @@ fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mu
     let l = S::LANES;
     let vecs = ow.div_ceil(l);
     // Buffer columns the last vector reads from its first window's start (see `pool`).
-    let reads = if sw == 1 {
-        kw - 1 + l
-    } else {
-        2 * (kw.div_ceil(2) - 1) + 2 * l
-    };
+    let reads = reads(kw, sw, l);
     let need = (vecs - 1) * l * sw + reads;
     // (The divisor, a product of two small integers, is then exact in f32.)
     if need > NARROW_ROW || pl + w > NARROW_ROW || p.kh > NARROW_KH {
@@ -375,11 +393,19 @@ fn narrow<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mu
             let (rows, ph) = window(oy, sh, p.kh, pt, p.h, pb);
             let row_factor = s.splat(r.count_factor(rows.len(), ph) as f32);
             let n_rows = rows.len();
-            // Vector copies: a `memcpy` call would cost more than these few floats.
+            // Vector copies: a `memcpy` call would cost more than these few floats. Whole
+            // vectors are plain moves; only the row's tail is masked (masked moves for every
+            // vector took a third of SqueezeNet's 27x27 pooling).
             for (buf, iy) in bufs.iter_mut().zip(rows) {
                 let row = &src[iy * w..][..w];
-                for (d, x) in buf[pl..pl + w].chunks_mut(l).zip(row.chunks(l)) {
-                    s.store_partial(d, s.load_partial(x));
+                let dst = &mut buf[pl..pl + w];
+                let mut c = 0;
+                while c + l <= w {
+                    s.store(&mut dst[c..], s.load(&row[c..]));
+                    c += l;
+                }
+                if c < w {
+                    s.store_partial(&mut dst[c..], s.load_partial(&row[c..]));
                 }
             }
             for (v, y) in line.chunks_mut(l).enumerate() {
