@@ -18,6 +18,11 @@
 //!             `THREADS N`
 //! time N      runs the loaded network N times; answers `TIME wall_s=<x> cpu_s=<x>` (the
 //!             process CPU time of those runs: the calling thread's and the workers')
+//! stats N     runs the loaded network N times and answers how its parallel kernels shared
+//!             their tasks with the workers (`kiln::Threads::stats`): `STATS jobs=<per run>
+//!             tasks=<per job> worker_share=<tasks the workers ran / all> entered=<jobs a
+//!             worker entered / all> entry_delay_us=<mean> job_share=<time in parallel jobs /
+//!             wall>`
 //! ```
 //!
 //! and it starts by printing `ISA <name>`, the kernels it runs (`KILN_ISA` caps them as
@@ -204,6 +209,24 @@ fn main() -> Result<(), Box<dyn Error>> {
                 let case = case.as_mut().ok_or("`time` before `load`")?;
                 let (wall, cpu) = time_runs(case, reps.parse()?)?;
                 writeln!(out, "TIME wall_s={wall:e} cpu_s={cpu:e}")?;
+            }
+            ["stats", reps] => {
+                let case = case.as_mut().ok_or("`stats` before `load`")?;
+                let reps: u64 = reps.parse()?;
+                kiln::Threads::reset_stats();
+                let (wall, _) = time_runs(case, reps)?;
+                let s = kiln::Threads::stats();
+                let per = |a: u64, b: u64| a as f64 / (b.max(1)) as f64;
+                writeln!(
+                    out,
+                    "STATS jobs={:.1} tasks={:.2} worker_share={:.3} entered={:.3} entry_delay_us={:.1} job_share={:.3}",
+                    per(s.jobs, reps),
+                    per(s.tasks, s.jobs),
+                    per(s.worker_tasks, s.tasks),
+                    per(s.entries, s.jobs),
+                    per(s.entry_delay_ns, s.entries) / 1e3,
+                    s.job_ns as f64 / 1e9 / wall,
+                )?;
             }
             _ => return Err(format!("unknown command `{line}`").into()),
         }

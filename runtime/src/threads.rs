@@ -23,6 +23,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use kiln_kernels::par::Parallel;
 
@@ -58,6 +59,8 @@ struct Shared {
     next: AtomicUsize,
     /// `State::epoch`, readable without the lock (for the workers' spin).
     epoch: AtomicU64,
+    /// When the current job was published ([`now_ns`]).
+    published: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -78,6 +81,45 @@ struct Job(*const (dyn Fn(usize) + Sync + 'static));
 // SAFETY: the closure is `Sync`, so calling it from several threads is allowed; the pointer is
 // only dereferenced while `run` keeps the closure alive.
 unsafe impl Send for Job {}
+
+/// What the pools of this process did since it started (or since [`Threads::reset_stats`]):
+/// how their jobs were shared between the callers and the workers. For diagnosis (the
+/// end-to-end benchmark prints it); counting costs a few atomic additions per job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Parallel jobs run on a pool (kernels that split their work while it had workers).
+    pub jobs: u64,
+    /// Their tasks, all together.
+    pub tasks: u64,
+    /// The tasks that workers ran (the callers ran the rest).
+    pub worker_tasks: u64,
+    /// Worker entries into jobs (a worker that entered a job at all counts once per job).
+    pub entries: u64,
+    /// The time from a job's publication to each worker's entry, summed over `entries`.
+    pub entry_delay_ns: u64,
+    /// The jobs' wall time, publication to return, summed.
+    pub job_ns: u64,
+}
+
+/// [`PoolStats`]' counters, process-wide.
+static STATS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+const JOBS: usize = 0;
+const TASKS: usize = 1;
+const WORKER_TASKS: usize = 2;
+const ENTRIES: usize = 3;
+const ENTRY_DELAY_NS: usize = 4;
+const JOB_NS: usize = 5;
+
+fn count(counter: usize, n: u64) {
+    STATS[counter].fetch_add(n, Ordering::Relaxed);
+}
+
+/// Nanoseconds since the first call in this process: a clock every thread shares.
+fn now_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Spins of a worker between jobs before it sleeps.
 const SPINS: u32 = 1 << 11;
@@ -113,6 +155,7 @@ impl Threads {
             done: Condvar::new(),
             next: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
+            published: AtomicU64::new(0),
         });
         let mut pool = Pool {
             shared,
@@ -149,16 +192,38 @@ impl Threads {
     pub fn count(&self) -> usize {
         self.pool.as_ref().map_or(1, |p| p.workers.len() + 1)
     }
+
+    /// What every pool of this process did so far (see [`PoolStats`]).
+    pub fn stats() -> PoolStats {
+        let get = |c: usize| STATS[c].load(Ordering::Relaxed);
+        PoolStats {
+            jobs: get(JOBS),
+            tasks: get(TASKS),
+            worker_tasks: get(WORKER_TASKS),
+            entries: get(ENTRIES),
+            entry_delay_ns: get(ENTRY_DELAY_NS),
+            job_ns: get(JOB_NS),
+        }
+    }
+
+    /// Sets [`Threads::stats`] back to zero.
+    pub fn reset_stats() {
+        for c in &STATS {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
-/// Claims and runs tasks of `f` until none is left.
-fn claim(next: &AtomicUsize, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+/// Claims and runs tasks of `f` until none is left; returns how many this thread ran.
+fn claim(next: &AtomicUsize, tasks: usize, f: &(dyn Fn(usize) + Sync)) -> u64 {
+    let mut ran = 0;
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= tasks {
-            return;
+            return ran;
         }
         f(i);
+        ran += 1;
     }
 }
 
@@ -197,7 +262,15 @@ fn work(shared: &Shared) {
         // SAFETY: the submitter keeps the closure alive until every worker that entered the
         // job (`busy`) has left it below (`Finish`).
         let f = unsafe { &*job.0 };
+        count(ENTRIES, 1);
+        count(
+            ENTRY_DELAY_NS,
+            now_ns().saturating_sub(shared.published.load(Ordering::Relaxed)),
+        );
         let result = catch_unwind(AssertUnwindSafe(|| claim(&shared.next, tasks, f)));
+        if let Ok(ran) = result {
+            count(WORKER_TASKS, ran);
+        }
         let mut st = lock(&shared.state);
         st.panicked |= result.is_err();
         st.busy -= 1;
@@ -253,6 +326,8 @@ unsafe impl Parallel for Threads {
             >(f)
         };
         shared.next.store(0, Ordering::Relaxed);
+        let published = now_ns();
+        shared.published.store(published, Ordering::Relaxed);
         {
             let mut st = lock(&shared.state);
             st.job = Some(Job(job));
@@ -266,6 +341,9 @@ unsafe impl Parallel for Threads {
         let finish = Finish(shared);
         claim(&shared.next, tasks, f);
         drop(finish);
+        count(JOBS, 1);
+        count(TASKS, tasks as u64);
+        count(JOB_NS, now_ns().saturating_sub(published));
         if lock(&shared.state).panicked {
             panic!("kiln: a kernel task panicked on a worker thread");
         }
