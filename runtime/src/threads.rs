@@ -118,16 +118,22 @@ pub struct PoolStats {
     pub entry_delay_ns: u64,
     /// The jobs' wall time, publication to return, summed.
     pub job_ns: u64,
+    /// The time the callers spent running tasks (claiming until none was left), summed.
+    pub caller_task_ns: u64,
+    /// The time the workers spent running tasks, summed.
+    pub worker_task_ns: u64,
 }
 
 /// [`PoolStats`]' counters, process-wide.
-static STATS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+static STATS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 const JOBS: usize = 0;
 const TASKS: usize = 1;
 const WORKER_TASKS: usize = 2;
 const ENTRIES: usize = 3;
 const ENTRY_DELAY_NS: usize = 4;
 const JOB_NS: usize = 5;
+const CALLER_TASK_NS: usize = 6;
+const WORKER_TASK_NS: usize = 7;
 
 fn count(counter: usize, n: u64) {
     STATS[counter].fetch_add(n, Ordering::Relaxed);
@@ -245,6 +251,8 @@ impl Threads {
             entries: get(ENTRIES),
             entry_delay_ns: get(ENTRY_DELAY_NS),
             job_ns: get(JOB_NS),
+            caller_task_ns: get(CALLER_TASK_NS),
+            worker_task_ns: get(WORKER_TASK_NS),
         }
     }
 
@@ -298,10 +306,11 @@ fn work(shared: &Shared) {
         if !entered {
             continue;
         }
+        let inside = now_ns();
         count(ENTRIES, 1);
         count(
             ENTRY_DELAY_NS,
-            now_ns().saturating_sub(shared.published.load(Ordering::Relaxed)),
+            inside.saturating_sub(shared.published.load(Ordering::Relaxed)),
         );
         // Inside the job, the caller does not change it (`Shared::job`).
         let current = *lock(&shared.job);
@@ -310,7 +319,10 @@ fn work(shared: &Shared) {
             // job (`busy`) has left it below (`Finish`).
             let f = unsafe { &*job.0 };
             match catch_unwind(AssertUnwindSafe(|| claim(&shared.next, tasks, f))) {
-                Ok(ran) => count(WORKER_TASKS, ran),
+                Ok(ran) => {
+                    count(WORKER_TASKS, ran);
+                    count(WORKER_TASK_NS, now_ns().saturating_sub(inside));
+                }
                 Err(_) => shared.panicked.store(true, Ordering::Relaxed),
             }
         }
@@ -411,7 +423,9 @@ unsafe impl Parallel for Threads {
         }
         let finish = Finish(shared);
         claim(&shared.next, tasks, f);
+        let claimed = now_ns();
         drop(finish);
+        count(CALLER_TASK_NS, claimed.saturating_sub(published));
         count(JOBS, 1);
         count(TASKS, tasks as u64);
         count(JOB_NS, now_ns().saturating_sub(published));
