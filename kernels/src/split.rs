@@ -241,6 +241,39 @@ impl Kernels {
         }
     }
 
+    /// `dense` on `par`'s threads when it is large enough (one row of inputs, a matrix-vector
+    /// product, memory-bound on its weights), else on the calling thread. Split by runs of
+    /// outputs, each the serial kernel on its rows of `weight`.
+    #[allow(clippy::too_many_arguments)] // dense's contract plus the threads.
+    pub fn dense_on(
+        &self,
+        par: &dyn Parallel,
+        batch: usize,
+        n_in: usize,
+        n_out: usize,
+        input: &[f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        out: &mut [f32],
+    ) {
+        let out = SharedMut::new(out);
+        if batch != 1
+            || !for_each_run(par, 1, n_out, n_in, &|_, o| {
+                let rows = &weight[o.start * n_in..o.end * n_in];
+                let bias = bias.map(|b| &b[o.clone()]);
+                // SAFETY: runs are disjoint outputs, and `Parallel` runs each once.
+                let part = unsafe { out.part(o.start, o.len()) };
+                (self.dense)(1, n_in, o.len(), input, rows, bias, act, part);
+            })
+        {
+            let len = out.len();
+            // SAFETY: no task ran, so nothing else refers to `out`.
+            let out = unsafe { out.part(0, len) };
+            (self.dense)(batch, n_in, n_out, input, weight, bias, act, out);
+        }
+    }
+
     /// `max_pool2d` on `par`'s threads when it is large enough, else on the calling thread.
     pub fn max_pool2d_on(&self, par: &dyn Parallel, p: &Pool2d, input: &[f32], out: &mut [f32]) {
         self.pool2d_on(self.max_pool2d, par, p, input, out);

@@ -348,6 +348,12 @@ fn memory_bound_entries_split_like_one_thread() {
         split_on_threads(kt, "avg_pool2d", pooled, &|par, out| {
             kt.avg_pool2d_on(par, &pool, &x, out)
         });
+        // A matrix-vector product of 300 x 250 (ragged runs of outputs).
+        let wt = data(300 * 250, 5);
+        let bias = data(300, 6);
+        split_on_threads(kt, "dense", 300, &|par, out| {
+            kt.dense_on(par, 1, 250, 300, &x[..250], &wt, Some(&bias), act, out)
+        });
         // Concatenation: 40 channels into channels 7..47 of 50, the rest left as it was.
         split_on_threads(kt, "copy_into_channels", n * 50 * sp, &|par, out| {
             out.fill(0.5);

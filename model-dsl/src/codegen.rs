@@ -346,7 +346,7 @@ impl Model<'_> {
                 let b = self.bias(i, op, *has_bias);
                 let act = act_tokens(*act);
                 let x = &read_args[0];
-                quote! { (__k.dense)(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
+                quote! { __k.dense_on(__par, #n, #n_in, #n_out, #x, #w, #b, #act, out); }
             }
             OpKind::BatchNorm { act, .. } => {
                 let (scale, shift) =
