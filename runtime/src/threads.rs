@@ -469,6 +469,23 @@ mod tests {
         }
     }
 
+    /// Jobs further apart than the workers' spin: each finds them parked and must wake them
+    /// (or run alone); back-to-back jobs find them spinning. Every task still runs once.
+    #[test]
+    fn parked_and_spinning_workers_both_take_jobs() {
+        let t = Threads::new(3).unwrap();
+        for gap in [SPIN * 4, Duration::ZERO, SPIN * 4, Duration::ZERO] {
+            for _ in 0..20 {
+                std::thread::sleep(gap);
+                let hits: Vec<AtomicUsize> = (0..50).map(|_| AtomicUsize::new(0)).collect();
+                t.run(50, &|i| {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            }
+        }
+    }
+
     #[test]
     fn a_task_panic_reaches_the_caller_and_the_pool_survives() {
         let t = Threads::new(2).unwrap();
