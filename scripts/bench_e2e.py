@@ -23,7 +23,9 @@ CPU time). onnxruntime runs in this process with every graph optimisation, seque
 execution, inputs and outputs bound once (`run_with_iobinding`, so no per-call allocation), with
 1 intra-op thread and then 2. The two are sampled alternately, one batch of kiln runs then one
 of onnxruntime's, so a disturbance on the shared machine hits both; the figures are medians of
-the samples. Per network and thread count it prints
+the samples. With several threads each sample is followed by a pause (`SETTLE_S`), so that
+the other side's next sample does not share the cores with onnxruntime's workers, which spin
+for tens of milliseconds after a run. Per network and thread count it prints
 
     E2E model=<m> threads=<t> isa=<isa> kiln_ms=<x> ort_ms=<x> kiln_over_ort=<x>
     CPU model=<m> threads=<t> isa=<isa> kiln_cpu_ms=<x> ort_cpu_ms=<x> kiln_over_ort=<x>
@@ -98,6 +100,11 @@ TARGET_S = 2.0
 MIN_SAMPLE_S = 5e-3
 MIN_SAMPLES = 7
 MAX_SAMPLES = 101
+# With several threads, a pause after every sample: onnxruntime's intra-op workers keep
+# spinning for tens of milliseconds after a run returns (measured: ~40 ms of CPU in the 50 ms
+# after a 2-thread ResNet-50 run), and kiln's for half a millisecond; without the pause the
+# next sample of the other side ran with one of the two cores taken by those spinners.
+SETTLE_S = 0.1
 COLD_REPEATS = 5
 
 
@@ -282,10 +289,12 @@ def per_call(run) -> float:
     return spent / calls
 
 
-def compare(timers: list) -> list[tuple[float, float]]:
-    """Alternating samples of every timer (one round: one sample of each, in order); per
-    timer, the medians of wall and CPU milliseconds per run."""
+def compare(timers: list, settle: float) -> list[tuple[float, float]]:
+    """Alternating samples of every timer (one round: one sample of each, in order, each
+    followed by `settle` seconds of rest); per timer, the medians of wall and CPU
+    milliseconds per run."""
     calls = [per_call(t) for t in timers]
+    time.sleep(settle)
     reps = [max(1, math.ceil(MIN_SAMPLE_S / c)) for c in calls]
     longest = max(c * r for c, r in zip(calls, reps))
     rounds = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TARGET_S / longest))) | 1
@@ -294,6 +303,7 @@ def compare(timers: list) -> list[tuple[float, float]]:
         for timer, n, got in zip(timers, reps, samples):
             wall, cpu = timer(n)
             got.append((wall / n, cpu / n))
+            time.sleep(settle)
     return [(statistics.median(w for w, _ in got) * 1e3,
              statistics.median(c for _, c in got) * 1e3) for got in samples]
 
@@ -436,10 +446,15 @@ def main() -> int:
         for t in threads:
             for kiln in kilns:
                 kiln.send(f"threads {t}")
+                # One run on t threads, compared with the first run's output: the same bits.
+                check = kiln.expect("CHECK")
+                print(f"CHECK isa={kiln.hello} " + " ".join(check), flush=True)
+                ok &= check[-1] == "ok"
                 kiln.expect("THREADS")
             onnx_rt.send(f"load {OUT_DIR / name / 'io.safetensors'} {model_path} {t}")
             onnx_rt.expect("LOADED")
-            *ks, (ort_ms, ort_cpu_ms) = compare([k.time for k in kilns] + [onnx_rt.time])
+            *ks, (ort_ms, ort_cpu_ms) = compare([k.time for k in kilns] + [onnx_rt.time],
+                                                SETTLE_S if t > 1 else 0.0)
             for isa, (kiln_ms, kiln_cpu_ms) in zip(isas, ks):
                 ratio, cpu_ratio = kiln_ms / ort_ms, kiln_cpu_ms / ort_cpu_ms
                 ratios[isa, t][name] = (ratio, cpu_ratio)

@@ -6,7 +6,7 @@
 
 pub use kiln_macros::network;
 pub use kiln_runtime::{
-    isa, Arena, AsInput, AsSeq, Error, RunSeq, Scalar, Seq, SeqBuf, Tensor, Threads,
+    isa, Arena, AsInput, AsSeq, Error, PoolStats, RunSeq, Scalar, Seq, SeqBuf, Tensor, Threads,
 };
 
 /// Includes a model that `kiln_dsl::Builder` compiled in the build script: `include_model!("det")`

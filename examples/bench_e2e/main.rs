@@ -14,10 +14,17 @@
 //!             runs once and compares with onnxruntime's `y` (max |difference| at most 1e-3
 //!             of the largest |y|); answers `CHECK e2e/NAME max_abs_diff=.. max_abs_ort=.. ok`
 //!             (or `FAILED`)
-//! threads N   runs the loaded network on N threads from now on (`set_threads`); answers
-//!             `THREADS N`
+//! threads N   runs the loaded network on N threads from now on (`set_threads`), runs it
+//!             once and compares with the first run's output; answers `CHECK e2e/NAME
+//!             threads=N same_as_one_thread ok` (or `FAILED`) and `THREADS N`
 //! time N      runs the loaded network N times; answers `TIME wall_s=<x> cpu_s=<x>` (the
 //!             process CPU time of those runs: the calling thread's and the workers')
+//! stats N     runs the loaded network N times and answers how its parallel kernels shared
+//!             their tasks with the workers (`kiln::Threads::stats`): `STATS jobs=<per run>
+//!             tasks=<per job> worker_share=<tasks the workers ran / all> entered=<jobs a
+//!             worker entered / all> entry_delay_us=<mean> job_share=<time in parallel jobs /
+//!             wall> caller_task_ms=<per run> worker_task_ms=<per run>` (the time the caller
+//!             and the workers spent running tasks)
 //! ```
 //!
 //! and it starts by printing `ISA <name>`, the kernels it runs (`KILN_ISA` caps them as
@@ -133,8 +140,11 @@ fn read(path: &Path) -> Result<Vec<u8>, Box<dyn Error>> {
 
 /// A loaded network and its input.
 struct Loaded {
+    name: String,
     net: Box<dyn Network>,
     x: Vec<f32>,
+    /// The output of the first run (one thread), for the `threads` check.
+    first: Vec<f32>,
 }
 
 /// `load NAME`: loads, runs once, compares with onnxruntime; prints the `CHECK` line.
@@ -159,7 +169,13 @@ fn load_case(dir: &Path, name: &str) -> Result<Loaded, Box<dyn Error>> {
         "FAILED (> 1e-3 relative)"
     };
     println!("CHECK e2e/{name} max_abs_diff={diff:e} max_abs_ort={scale:e} {verdict}");
-    Ok(Loaded { net, x })
+    let first = got.to_vec();
+    Ok(Loaded {
+        name: name.to_owned(),
+        net,
+        x,
+        first,
+    })
 }
 
 /// `time N`: N runs; their wall and process CPU seconds.
@@ -198,12 +214,40 @@ fn main() -> Result<(), Box<dyn Error>> {
             ["threads", n] => {
                 let case = case.as_mut().ok_or("`threads` before `load`")?;
                 case.net.set_threads(n.parse()?)?;
+                // The kernels split only whole parts of their outputs: the same bits.
+                let same = case.net.infer(&case.x)? == case.first.as_slice();
+                let verdict = if same { "ok" } else { "FAILED" };
+                writeln!(
+                    out,
+                    "CHECK e2e/{} threads={n} same_as_one_thread {verdict}",
+                    case.name
+                )?;
                 writeln!(out, "THREADS {n}")?;
             }
             ["time", reps] => {
                 let case = case.as_mut().ok_or("`time` before `load`")?;
                 let (wall, cpu) = time_runs(case, reps.parse()?)?;
                 writeln!(out, "TIME wall_s={wall:e} cpu_s={cpu:e}")?;
+            }
+            ["stats", reps] => {
+                let case = case.as_mut().ok_or("`stats` before `load`")?;
+                let reps: u64 = reps.parse()?;
+                kiln::Threads::reset_stats();
+                let (wall, _) = time_runs(case, reps)?;
+                let s = kiln::Threads::stats();
+                let per = |a: u64, b: u64| a as f64 / (b.max(1)) as f64;
+                writeln!(
+                    out,
+                    "STATS jobs={:.1} tasks={:.2} worker_share={:.3} entered={:.3} entry_delay_us={:.1} job_share={:.3} caller_task_ms={:.2} worker_task_ms={:.2}",
+                    per(s.jobs, reps),
+                    per(s.tasks, s.jobs),
+                    per(s.worker_tasks, s.tasks),
+                    per(s.entries, s.jobs),
+                    per(s.entry_delay_ns, s.entries) / 1e3,
+                    s.job_ns as f64 / 1e9 / wall,
+                    s.caller_task_ns as f64 / 1e6 / reps as f64,
+                    s.worker_task_ns as f64 / 1e6 / reps as f64,
+                )?;
             }
             _ => return Err(format!("unknown command `{line}`").into()),
         }

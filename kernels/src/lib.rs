@@ -59,6 +59,7 @@ pub mod math;
 pub mod pack;
 pub mod par;
 mod params;
+mod split;
 mod table;
 
 #[cfg(test)]
@@ -80,6 +81,7 @@ pub use params::{
     GatherError, MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath,
     WhereNd,
 };
+pub use split::MIN_PARALLEL_ELEMENTS;
 pub use table::{best, detect, for_isa, ConvParFn, Isa, Kernels, ParEntries, PORTABLE};
 
 /// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel

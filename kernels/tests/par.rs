@@ -1,4 +1,5 @@
-//! Kernels split among threads (`Kernels::gemm_on`, `conv2d_on`, `conv2d_winograd_on`) give
+//! Kernels split among threads (`Kernels::gemm_on`, `conv2d_on`, `conv2d_winograd_on`, and the
+//! memory-bound `_on` entries: element-wise, batch norm, pooling, concatenation) give
 //! the same result, to the bit, as the same table on one thread, for every ISA this CPU has,
 //! on shapes large enough to be split (column panels, row slivers when there is only one
 //! panel, groups, ragged edges); and that result is within the usual tolerance of the
@@ -10,7 +11,9 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kiln_kernels::par::{Parallel, MIN_PARALLEL_FMAS};
-use kiln_kernels::{pack, winograd, Activation, Conv2d, Kernels, PORTABLE};
+use kiln_kernels::{
+    pack, winograd, Activation, BinaryOp, Broadcast, Conv2d, Kernels, Pool2d, PORTABLE,
+};
 
 /// `threads` scoped threads claiming tasks from a counter; counts the jobs of several tasks.
 struct Scoped {
@@ -243,5 +246,118 @@ fn winograd_split_matches_one_thread() {
                 out_len,
             );
         }
+    }
+}
+
+/// Checks `run(par, out)` of a memory-bound entry (which every table splits, whatever its
+/// ISA) on 2 and 3 threads: bit-identical to one thread, and split into parallel jobs.
+fn split_on_threads(kt: &Kernels, what: &str, len: usize, run: &dyn Fn(&dyn Parallel, &mut [f32])) {
+    let mut one = vec![f32::NAN; len];
+    run(&kiln_kernels::par::Serial, &mut one);
+    for threads in [2, 3] {
+        let par = Scoped {
+            threads,
+            jobs: AtomicUsize::new(0),
+        };
+        let mut got = vec![f32::NAN; len];
+        run(&par, &mut got);
+        let differ = one
+            .iter()
+            .zip(&got)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(
+            differ.is_none(),
+            "{what} on {:?}, {threads} threads: element {differ:?} differs from one thread",
+            kt.isa
+        );
+        assert!(
+            par.jobs.load(Ordering::Relaxed) > 0,
+            "{what} on {:?}: not split",
+            kt.isa
+        );
+    }
+}
+
+#[test]
+fn memory_bound_entries_split_like_one_thread() {
+    // Two images of 40 channels of 30 x 30 (72,000 elements, above the threshold); ragged
+    // channel counts so that runs cross image boundaries.
+    let (n, c, h, w) = (2, 40, 30, 30);
+    let sp = h * w;
+    let len = n * c * sp;
+    let x = data(len, 1);
+    let y = data(len, 2);
+    let per_c = data(c, 3);
+    let scale = data(c, 4);
+    let act = Activation::Relu;
+    for kt in tables("memory_bound_entries_split_like_one_thread") {
+        let kt = &kt;
+        split_on_threads(kt, "unary", len, &|par, out| kt.unary_on(par, act, &x, out));
+        split_on_threads(kt, "unary_inplace", len, &|par, out| {
+            out.copy_from_slice(&x);
+            kt.unary_inplace_on(par, act, out);
+        });
+        split_on_threads(kt, "scale_shift", len, &|par, out| {
+            kt.scale_shift_on(par, n, c, sp, &x, &scale, &per_c, act, out)
+        });
+        split_on_threads(kt, "scale_shift_inplace", len, &|par, out| {
+            out.copy_from_slice(&x);
+            kt.scale_shift_inplace_on(par, n, c, sp, out, &scale, &per_c, act);
+        });
+        let contiguous = [c * sp, sp, w, 1];
+        let same = Broadcast {
+            shape: [n, c, h, w],
+            a_strides: contiguous,
+            b_strides: contiguous,
+        };
+        let channel = Broadcast {
+            b_strides: [0, 1, 0, 0],
+            ..same
+        };
+        split_on_threads(kt, "binary", len, &|par, out| {
+            kt.binary_on(par, BinaryOp::Add, &same, &x, &y, out)
+        });
+        split_on_threads(kt, "binary per channel", len, &|par, out| {
+            kt.binary_on(par, BinaryOp::Sub, &channel, &x, &per_c, out)
+        });
+        split_on_threads(kt, "binary_inplace", len, &|par, out| {
+            out.copy_from_slice(&x);
+            kt.binary_inplace_on(par, BinaryOp::Mul, &channel, out, &per_c, true);
+        });
+        split_on_threads(kt, "binary_inplace rhs", len, &|par, out| {
+            out.copy_from_slice(&x);
+            kt.binary_inplace_on(par, BinaryOp::Div, &same, out, &y, false);
+        });
+        let pool = Pool2d {
+            batch: n,
+            channels: c,
+            h,
+            w,
+            kh: 3,
+            kw: 3,
+            stride: [2, 2],
+            pad: [1, 1, 1, 1],
+            out_h: 15,
+            out_w: 15,
+            count_include_pad: false,
+        };
+        let pooled = n * c * 15 * 15;
+        split_on_threads(kt, "max_pool2d", pooled, &|par, out| {
+            kt.max_pool2d_on(par, &pool, &x, out)
+        });
+        split_on_threads(kt, "avg_pool2d", pooled, &|par, out| {
+            kt.avg_pool2d_on(par, &pool, &x, out)
+        });
+        // A matrix-vector product of 300 x 250 (ragged runs of outputs).
+        let wt = data(300 * 250, 5);
+        let bias = data(300, 6);
+        split_on_threads(kt, "dense", 300, &|par, out| {
+            kt.dense_on(par, 1, 250, 300, &x[..250], &wt, Some(&bias), act, out)
+        });
+        // Concatenation: 40 channels into channels 7..47 of 50, the rest left as it was.
+        split_on_threads(kt, "copy_into_channels", n * 50 * sp, &|par, out| {
+            out.fill(0.5);
+            kt.copy_into_channels_on(par, n, c, sp, &x, 50, 7, out);
+        });
     }
 }

@@ -346,7 +346,7 @@ impl Model<'_> {
                 let b = self.bias(i, op, *has_bias);
                 let act = act_tokens(*act);
                 let x = &read_args[0];
-                quote! { (__k.dense)(#n, #n_in, #n_out, #x, #w, #b, #act, out); }
+                quote! { __k.dense_on(__par, #n, #n_in, #n_out, #x, #w, #b, #act, out); }
             }
             OpKind::BatchNorm { act, .. } => {
                 let (scale, shift) =
@@ -356,19 +356,19 @@ impl Model<'_> {
                 let sp: usize = x_shape.spatial_dims().iter().product();
                 let act = act_tokens(*act);
                 if in_place.is_some() {
-                    quote! { (__k.scale_shift_inplace)(#n, #c, #sp, out, &__params[#scale], &__params[#shift], #act); }
+                    quote! { __k.scale_shift_inplace_on(__par, #n, #c, #sp, out, &__params[#scale], &__params[#shift], #act); }
                 } else {
                     let x = &read_args[0];
-                    quote! { (__k.scale_shift)(#n, #c, #sp, #x, &__params[#scale], &__params[#shift], #act, out); }
+                    quote! { __k.scale_shift_on(__par, #n, #c, #sp, #x, &__params[#scale], &__params[#shift], #act, out); }
                 }
             }
             OpKind::Unary(act) => {
                 let act = act_tokens(*act);
                 if in_place.is_some() {
-                    quote! { (__k.unary_inplace)(#act, out); }
+                    quote! { __k.unary_inplace_on(__par, #act, out); }
                 } else {
                     let x = &read_args[0];
-                    quote! { (__k.unary)(#act, #x, out); }
+                    quote! { __k.unary_on(__par, #act, #x, out); }
                 }
             }
             // Layout never computes these in place (see `layout::elementwise_args`).
@@ -394,11 +394,11 @@ impl Model<'_> {
                     Some(j) => {
                         let other = &read_args[1 - j];
                         let lhs = j == 0;
-                        quote! { (__k.binary_inplace)(#bop, &#bc, out, #other, #lhs); }
+                        quote! { __k.binary_inplace_on(__par, #bop, &#bc, out, #other, #lhs); }
                     }
                     None => {
                         let (a, b) = (&read_args[0], &read_args[1]);
-                        quote! { (__k.binary)(#bop, &#bc, #a, #b, out); }
+                        quote! { __k.binary_on(__par, #bop, &#bc, #a, #b, out); }
                     }
                 }
             }
@@ -446,12 +446,12 @@ impl Model<'_> {
                 let [sh, sw] = as_2d(stride, 1);
                 let [pt, pl, pb, pr] = pad_2d(pad.resolved());
                 let f = match kind {
-                    PoolKind::Max => quote! { (__k.max_pool2d) },
-                    PoolKind::Avg => quote! { (__k.avg_pool2d) },
+                    PoolKind::Max => quote! { __k.max_pool2d_on },
+                    PoolKind::Avg => quote! { __k.avg_pool2d_on },
                 };
                 let x = &read_args[0];
                 quote! {
-                    #f(&#k::Pool2d {
+                    #f(__par, &#k::Pool2d {
                         batch: #n, channels: #c, h: #h, w: #w, kh: #kh, kw: #kw,
                         stride: [#sh, #sw], pad: [#pt, #pl, #pb, #pr], out_h: #oh, out_w: #ow,
                         count_include_pad: #count_include_pad,
@@ -491,7 +491,7 @@ impl Model<'_> {
                 let copies = op.args.iter().zip(&read_args).map(|(a, x)| {
                     let c = self.graph.shape(*a).channels();
                     let t = (c > 0).then(
-                        || quote! { (__k.copy_into_channels)(#n, #c, #sp, #x, #c_dst, #offset, out); },
+                        || quote! { __k.copy_into_channels_on(__par, #n, #c, #sp, #x, #c_dst, #offset, out); },
                     );
                     offset += c;
                     t

@@ -31,7 +31,7 @@ pub use error::Error;
 pub use runseq::{AsSeq, RunSeq};
 pub use seq::{Seq, SeqBuf};
 pub use tensor::{AsInput, Scalar, Tensor};
-pub use threads::Threads;
+pub use threads::{PoolStats, Threads};
 
 /// The instruction set whose kernels models use on this machine: the strongest one the CPU
 /// supports (`"avx512"`, `"avx2"`, `"neon"` or `"portable"`), or lower if the `KILN_ISA`

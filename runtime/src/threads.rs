@@ -1,28 +1,36 @@
 //! [`Threads`]: the worker pool a model runs its large kernels on when asked for several threads
 //! (`model.set_threads(n)`), the runtime's implementation of the kernels' [`Parallel`].
 //!
-//! Design: `n - 1` workers are spawned once, when the pool is made, and park on a condition
-//! variable. A kernel's `run(tasks, f)` publishes a pointer to `f` and a task count under the
-//! pool's mutex, wakes the workers, and then claims tasks itself from the same atomic counter
-//! as they do. When none is left it closes the job (a worker still waking up will not enter
-//! it: on a busy machine that can take milliseconds) and waits for the workers inside it to
-//! leave, so `f`, which borrows the caller's stack, is never used after `run` returns. Nothing is allocated per
-//! job: the job is a pointer, the counter and the state live in the pool, which is allocated
-//! when it is made. Dropping the pool stops and joins the workers.
+//! Design: `n - 1` workers are spawned once, when the pool is made. A kernel's `run(tasks, f)`
+//! stores a pointer to `f` and the task count, then opens the job by bumping an epoch in one
+//! atomic state word, and claims tasks itself from the same atomic counter as the workers.
+//! A worker enters a job with one compare-and-swap on that word (which also counts it in),
+//! without any lock. When no task is left the caller closes the job (a worker that has not
+//! entered by then does not enter it any more: on a busy machine that can be milliseconds
+//! late) and waits for the workers inside it to leave, so `f`, which borrows the caller's
+//! stack, is never used after `run` returns. Nothing is allocated per job: the job is a
+//! pointer, the counter and the state live in the pool, which is allocated when it is made.
+//! Dropping the pool stops and joins the workers.
 //!
-//! A worker that finishes a job spins briefly on the job counter before it sleeps: a network
-//! runs one parallel kernel after another, and a worker still awake takes the next one without
-//! a futex wake-up. A second `run` while one is in progress (two threads calling `run_in` on
-//! one model) does not wait: it runs its tasks on its own thread.
+//! Staying hot: a network runs one parallel kernel after another with short serial ones in
+//! between, and a sleeping worker takes tens of microseconds to wake (a futex wake-up, in a
+//! virtual machine an interrupt to a halted vCPU), more than many kernels take. So a worker
+//! that finishes a job spins on the state word for [`SPIN`] (a bounded *time*, read from the
+//! clock every few dozen spins, like OpenMP's blocktime) and only then parks on a condition
+//! variable; the caller wakes parked workers only when there are any. The caller waiting for
+//! the last worker to leave a job spins the same way and then yields. A second `run` while one
+//! is in progress (two threads calling `run_in` on one model) does not wait: it runs its tasks
+//! on its own thread.
 //!
 //! This is the runtime's one `unsafe`: the job pointer's lifetime is erased to hand it to the
 //! workers, which is sound because `run` does not return (or unwind) before they are done
 //! with it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use kiln_kernels::par::Parallel;
 
@@ -49,26 +57,40 @@ struct Pool {
 
 #[derive(Debug)]
 struct Shared {
-    state: Mutex<State>,
-    /// Workers wait here for a new job.
-    wake: Condvar,
-    /// The submitter waits here for the last worker to finish a job.
-    done: Condvar,
+    /// The job word: `epoch << 32 | OPEN | busy` ([`epoch`], [`OPEN`], [`busy`]). The epoch
+    /// counts jobs; `OPEN` is set while workers may enter the current one; `busy` counts the
+    /// workers inside it.
+    state: AtomicU64,
+    /// The current job and its task count. Written by the caller only while no worker can be
+    /// inside a job (closed, `busy == 0`), read by a worker only once it has entered one.
+    job: Mutex<Option<(Job, usize)>>,
     /// The next task index to claim.
     next: AtomicUsize,
-    /// `State::epoch`, readable without the lock (for the workers' spin).
-    epoch: AtomicU64,
+    /// Whether a task of the current job panicked on a worker.
+    panicked: AtomicBool,
+    /// Set once, when the pool is dropped.
+    shutdown: AtomicBool,
+    /// Workers parked (or about to park) on `wake`; changed only under `park`.
+    sleepers: AtomicUsize,
+    /// Guards parking and waking (and counts started workers, for [`Threads::new`]).
+    park: Mutex<usize>,
+    /// Parked workers wait here for a new job (or the shutdown).
+    wake: Condvar,
+    /// [`Threads::new`] waits here for the workers to start.
+    started: Condvar,
+    /// When the current job was published ([`now_ns`]), for [`PoolStats`].
+    published: AtomicU64,
 }
 
-#[derive(Debug)]
-struct State {
-    job: Option<Job>,
-    tasks: usize,
-    epoch: u64,
-    /// Workers inside the current job (before the first job: workers started).
-    busy: usize,
-    panicked: bool,
-    shutdown: bool,
+/// The bit of [`Shared::state`] that says the current job is open.
+const OPEN: u64 = 1 << 31;
+
+fn epoch(state: u64) -> u64 {
+    state >> 32
+}
+
+fn busy(state: u64) -> u64 {
+    state & (OPEN - 1)
 }
 
 /// The current job's closure, its lifetime erased (see the module docs).
@@ -79,12 +101,79 @@ struct Job(*const (dyn Fn(usize) + Sync + 'static));
 // only dereferenced while `run` keeps the closure alive.
 unsafe impl Send for Job {}
 
-/// Spins of a worker between jobs before it sleeps.
-const SPINS: u32 = 1 << 11;
+/// What the pools of this process did since it started (or since [`Threads::reset_stats`]):
+/// how their jobs were shared between the callers and the workers. For diagnosis (the
+/// end-to-end benchmark prints it); counting costs a few atomic additions per job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Parallel jobs run on a pool (kernels that split their work while it had workers).
+    pub jobs: u64,
+    /// Their tasks, all together.
+    pub tasks: u64,
+    /// The tasks that workers ran (the callers ran the rest).
+    pub worker_tasks: u64,
+    /// Worker entries into jobs (a worker that entered a job at all counts once per job).
+    pub entries: u64,
+    /// The time from a job's publication to each worker's entry, summed over `entries`.
+    pub entry_delay_ns: u64,
+    /// The jobs' wall time, publication to return, summed.
+    pub job_ns: u64,
+    /// The time the callers spent running tasks (claiming until none was left), summed.
+    pub caller_task_ns: u64,
+    /// The time the workers spent running tasks, summed.
+    pub worker_task_ns: u64,
+}
+
+/// [`PoolStats`]' counters, process-wide.
+static STATS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+const JOBS: usize = 0;
+const TASKS: usize = 1;
+const WORKER_TASKS: usize = 2;
+const ENTRIES: usize = 3;
+const ENTRY_DELAY_NS: usize = 4;
+const JOB_NS: usize = 5;
+const CALLER_TASK_NS: usize = 6;
+const WORKER_TASK_NS: usize = 7;
+
+fn count(counter: usize, n: u64) {
+    STATS[counter].fetch_add(n, Ordering::Relaxed);
+}
+
+/// Nanoseconds since the first call in this process: a clock every thread shares.
+fn now_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// How long a worker spins for the next job before it parks, and the caller for the last
+/// worker to leave a job before it yields. Long enough to bridge the serial kernels between
+/// two parallel ones (and back-to-back inferences), short enough that an idle pool stops
+/// burning a core within a millisecond.
+const SPIN: Duration = Duration::from_micros(500);
+
+/// Spins of `spin_loop` between two readings of the clock (about 40 ns each on Zen 4).
+const SPINS_PER_CHECK: u32 = 32;
+
+/// Spins until `ready()` or until [`SPIN`] has passed; returns whether `ready()`.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..SPINS_PER_CHECK {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= SPIN {
+            return ready();
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Tasks run outside the lock and their panics are caught, so it is never poisoned by a
-    // kernel; if it were, its state is still consistent.
+    // Tasks run outside the locks and their panics are caught, so they are never poisoned by
+    // a kernel; if one were, what it guards is still consistent.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -101,18 +190,16 @@ impl Threads {
             return Ok(Threads::one());
         }
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                job: None,
-                tasks: 0,
-                epoch: 0,
-                busy: 0,
-                panicked: false,
-                shutdown: false,
-            }),
-            wake: Condvar::new(),
-            done: Condvar::new(),
+            state: AtomicU64::new(0),
+            job: Mutex::new(None),
             next: AtomicUsize::new(0),
-            epoch: AtomicU64::new(0),
+            panicked: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            park: Mutex::new(0),
+            wake: Condvar::new(),
+            started: Condvar::new(),
+            published: AtomicU64::new(0),
         });
         let mut pool = Pool {
             shared,
@@ -136,12 +223,16 @@ impl Threads {
         // Wait until every worker has started: a thread's start-up (its handle, thread-local
         // storage) allocates, and that belongs here, not in the first run.
         let shared = &*pool.shared;
-        let mut st = lock(&shared.state);
-        while st.busy < n - 1 {
-            st = shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+        let mut started = lock(&shared.park);
+        while *started < n - 1 {
+            started = shared
+                .started
+                .wait(started)
+                .unwrap_or_else(PoisonError::into_inner);
         }
-        st.busy = 0;
-        drop(st);
+        drop(started);
+        // The clock's start, so that the first job does not set it.
+        now_ns();
         Ok(Threads { pool: Some(pool) })
     }
 
@@ -149,82 +240,146 @@ impl Threads {
     pub fn count(&self) -> usize {
         self.pool.as_ref().map_or(1, |p| p.workers.len() + 1)
     }
+
+    /// What every pool of this process did so far (see [`PoolStats`]).
+    pub fn stats() -> PoolStats {
+        let get = |c: usize| STATS[c].load(Ordering::Relaxed);
+        PoolStats {
+            jobs: get(JOBS),
+            tasks: get(TASKS),
+            worker_tasks: get(WORKER_TASKS),
+            entries: get(ENTRIES),
+            entry_delay_ns: get(ENTRY_DELAY_NS),
+            job_ns: get(JOB_NS),
+            caller_task_ns: get(CALLER_TASK_NS),
+            worker_task_ns: get(WORKER_TASK_NS),
+        }
+    }
+
+    /// Sets [`Threads::stats`] back to zero.
+    pub fn reset_stats() {
+        for c in &STATS {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
-/// Claims and runs tasks of `f` until none is left.
-fn claim(next: &AtomicUsize, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+/// Claims and runs tasks of `f` until none is left; returns how many this thread ran.
+fn claim(next: &AtomicUsize, tasks: usize, f: &(dyn Fn(usize) + Sync)) -> u64 {
+    let mut ran = 0;
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= tasks {
-            return;
+            return ran;
         }
         f(i);
+        ran += 1;
     }
 }
 
-/// A worker's loop: wait for a job, help with it, report back.
+/// A worker's loop: wait for a job, enter it, help with it, leave.
 fn work(shared: &Shared) {
     {
         // Started (see `Threads::new`).
-        let mut st = lock(&shared.state);
-        st.busy += 1;
-        shared.done.notify_one();
+        *lock(&shared.park) += 1;
+        shared.started.notify_one();
     }
-    let mut seen = 0u64;
-    loop {
-        // Between jobs, spin a little before sleeping (see the module docs).
-        for _ in 0..SPINS {
-            if shared.epoch.load(Ordering::Acquire) != seen {
-                break;
+    let mut seen = 0;
+    while let Some(mut state) = next_job(shared, seen) {
+        seen = epoch(state);
+        // Enter: count this worker in, if the job is still open (else it is over already:
+        // its tasks were all claimed while this worker was waking up).
+        let entered = loop {
+            if epoch(state) != seen || state & OPEN == 0 {
+                break false;
             }
-            std::hint::spin_loop();
-        }
-        let (job, tasks) = {
-            let mut st = lock(&shared.state);
-            while st.epoch == seen && !st.shutdown {
-                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            match shared.state.compare_exchange_weak(
+                state,
+                state + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break true,
+                Err(now) => state = now,
             }
-            if st.shutdown {
-                return;
-            }
-            seen = st.epoch;
-            // A job already closed (its tasks all claimed by others while this worker was
-            // waking up): nothing to do, and the submitter did not wait for this worker.
-            let Some(job) = st.job else { continue };
-            st.busy += 1;
-            (job, st.tasks)
         };
-        // SAFETY: the submitter keeps the closure alive until every worker that entered the
-        // job (`busy`) has left it below (`Finish`).
-        let f = unsafe { &*job.0 };
-        let result = catch_unwind(AssertUnwindSafe(|| claim(&shared.next, tasks, f)));
-        let mut st = lock(&shared.state);
-        st.panicked |= result.is_err();
-        st.busy -= 1;
-        if st.busy == 0 {
-            shared.done.notify_one();
+        if !entered {
+            continue;
         }
+        let inside = now_ns();
+        count(ENTRIES, 1);
+        count(
+            ENTRY_DELAY_NS,
+            inside.saturating_sub(shared.published.load(Ordering::Relaxed)),
+        );
+        // Inside the job, the caller does not change it (`Shared::job`).
+        let current = *lock(&shared.job);
+        if let Some((job, tasks)) = current {
+            // SAFETY: the caller keeps the closure alive until every worker that entered the
+            // job (`busy`) has left it below (`Finish`).
+            let f = unsafe { &*job.0 };
+            match catch_unwind(AssertUnwindSafe(|| claim(&shared.next, tasks, f))) {
+                Ok(ran) => {
+                    count(WORKER_TASKS, ran);
+                    count(WORKER_TASK_NS, now_ns().saturating_sub(inside));
+                }
+                Err(_) => shared.panicked.store(true, Ordering::Relaxed),
+            }
+        }
+        // Leave (the release orders this worker's writes before the caller's return).
+        shared.state.fetch_sub(1, Ordering::Release);
     }
 }
 
+/// Waits for a job newer than epoch `seen`: spins for [`SPIN`], then parks. Returns the state
+/// word that shows it, or `None` when the pool shuts down.
+fn next_job(shared: &Shared, seen: u64) -> Option<u64> {
+    let fresh = || epoch(shared.state.load(Ordering::Acquire)) != seen;
+    let stop = || shared.shutdown.load(Ordering::Acquire);
+    if !spin_until(|| fresh() || stop()) {
+        let mut guard = lock(&shared.park);
+        // Announce the nap before checking once more: the caller publishes a job and then
+        // reads `sleepers` (both sequentially consistent), so either it sees this worker
+        // here and wakes it (under `park`, so not before this worker waits), or this check
+        // sees its job.
+        shared.sleepers.fetch_add(1, Ordering::SeqCst);
+        while epoch(shared.state.load(Ordering::SeqCst)) == seen
+            && !shared.shutdown.load(Ordering::SeqCst)
+        {
+            guard = shared
+                .wake
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+    if stop() {
+        return None;
+    }
+    Some(shared.state.load(Ordering::Acquire))
+}
+
 /// When dropped (also while unwinding): closes the current job, so no worker enters it any
-/// more, and waits until every worker that did has left it. A worker that has not woken up
+/// more, and waits until every worker that did has left it. A worker that has not entered
 /// yet is not waited for: on a busy machine it may not be scheduled for milliseconds.
 struct Finish<'a>(&'a Shared);
 
 impl Drop for Finish<'_> {
     fn drop(&mut self) {
-        let mut st = lock(&self.0.state);
-        st.job = None;
-        while st.busy > 0 {
-            st = self.0.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+        let state = &self.0.state;
+        state.fetch_and(!OPEN, Ordering::AcqRel);
+        let left = || busy(state.load(Ordering::Acquire)) == 0;
+        // The workers inside are finishing their last task: usually microseconds.
+        while !spin_until(left) {
+            std::thread::yield_now();
         }
     }
 }
 
 // SAFETY: every index in `0..tasks` is claimed exactly once from the shared atomic counter
 // (by a worker or the caller), and `run` returns only after the caller has run out of tasks
-// and every worker has reported back (`Finish`), i.e. after every call of `f` has returned.
+// and every worker that entered the job has left it (`Finish`), i.e. after every call of `f`
+// has returned; a worker enters only an open job, and the caller closes it before waiting.
 unsafe impl Parallel for Threads {
     fn threads(&self) -> usize {
         self.count()
@@ -252,21 +407,29 @@ unsafe impl Parallel for Threads {
                 *const (dyn Fn(usize) + Sync + 'static),
             >(f)
         };
+        // The previous job is closed and empty (its `Finish`), so no worker reads these now.
+        *lock(&shared.job) = Some((Job(job), tasks));
         shared.next.store(0, Ordering::Relaxed);
-        {
-            let mut st = lock(&shared.state);
-            st.job = Some(Job(job));
-            st.tasks = tasks;
-            st.epoch += 1;
-            st.busy = 0;
-            st.panicked = false;
-            shared.epoch.store(st.epoch, Ordering::Release);
+        shared.panicked.store(false, Ordering::Relaxed);
+        let published = now_ns();
+        shared.published.store(published, Ordering::Relaxed);
+        // Open the next epoch (`busy` is 0); sequentially consistent for the parking protocol
+        // (`next_job`).
+        let epoch = epoch(shared.state.load(Ordering::Relaxed)).wrapping_add(1) & 0xffff_ffff;
+        shared.state.store(epoch << 32 | OPEN, Ordering::SeqCst);
+        if shared.sleepers.load(Ordering::SeqCst) > 0 {
+            let _park = lock(&shared.park);
+            shared.wake.notify_all();
         }
-        shared.wake.notify_all();
         let finish = Finish(shared);
         claim(&shared.next, tasks, f);
+        let claimed = now_ns();
         drop(finish);
-        if lock(&shared.state).panicked {
+        count(CALLER_TASK_NS, claimed.saturating_sub(published));
+        count(JOBS, 1);
+        count(TASKS, tasks as u64);
+        count(JOB_NS, now_ns().saturating_sub(published));
+        if shared.panicked.load(Ordering::Relaxed) {
             panic!("kiln: a kernel task panicked on a worker thread");
         }
     }
@@ -274,8 +437,11 @@ unsafe impl Parallel for Threads {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        lock(&self.shared.state).shutdown = true;
-        self.shared.wake.notify_all();
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        {
+            let _park = lock(&self.shared.park);
+            self.shared.wake.notify_all();
+        }
         for w in self.workers.drain(..) {
             // A worker only ends by returning (its tasks' panics are caught).
             let _ = w.join();
@@ -296,6 +462,23 @@ mod tests {
             for tasks in [0, 1, 2, 7, 100] {
                 let hits: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
                 t.run(tasks, &|i| {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            }
+        }
+    }
+
+    /// Jobs further apart than the workers' spin: each finds them parked and must wake them
+    /// (or run alone); back-to-back jobs find them spinning. Every task still runs once.
+    #[test]
+    fn parked_and_spinning_workers_both_take_jobs() {
+        let t = Threads::new(3).unwrap();
+        for gap in [SPIN * 4, Duration::ZERO, SPIN * 4, Duration::ZERO] {
+            for _ in 0..20 {
+                std::thread::sleep(gap);
+                let hits: Vec<AtomicUsize> = (0..50).map(|_| AtomicUsize::new(0)).collect();
+                t.run(50, &|i| {
                     hits[i].fetch_add(1, Ordering::Relaxed);
                 });
                 assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));

@@ -241,8 +241,8 @@ const _: () = {
                     [0usize..32768usize],
                     [32768usize..40960usize],
                 );
-                (__k
-                    .max_pool2d)(
+                __k.max_pool2d_on(
+                    __par,
                     &::kiln::__private::kernels::Pool2d {
                         batch: 32usize,
                         channels: 16usize,
@@ -266,8 +266,8 @@ const _: () = {
                     [32768usize..40960usize],
                     [0usize..2048usize],
                 );
-                (__k
-                    .dense)(
+                __k.dense_on(
+                    __par,
                     32usize,
                     256usize,
                     64usize,
@@ -284,8 +284,8 @@ const _: () = {
                     [0usize..2048usize],
                     [2048usize..2368usize],
                 );
-                (__k
-                    .dense)(
+                __k.dense_on(
+                    __par,
                     32usize,
                     64usize,
                     10usize,

@@ -512,17 +512,24 @@ impl Split {
     /// One task: the whole product.
     pub(crate) const ONE: Split = Split { rows: 1, cols: 1 };
 
-    /// About four tasks per thread (claimed dynamically, so unequal parts even out), for an
-    /// `m x n x k` product with `mr`-row slivers.
+    /// Up to four column parts per thread (claimed dynamically, so unequal parts even out),
+    /// for an `m x n x k` product with `mr`-row slivers. Row parts only when there are fewer
+    /// than two column parts per thread, and only as many as make two tasks per thread: each
+    /// row part packs the same panels of `B` again, and on ResNet-50's 14x14 and 7x7 layers
+    /// that repacking was the larger part of what a second thread lost.
     pub(crate) fn new(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> Split {
         if threads <= 1 {
             return Split::ONE;
         }
-        let target = 4 * threads;
         let panel_nc = panel_cols(m, crate::pack::depth_blocks(k).1);
-        let cols = n.div_ceil(panel_nc).clamp(1, target);
+        let cols = n.div_ceil(panel_nc).clamp(1, 4 * threads);
+        let enough = 2 * threads;
         // At least two slivers per row part, so its tail can still be balanced.
-        let rows = target.div_ceil(cols).min((m.div_ceil(mr) / 2).max(1));
+        let rows = if cols >= enough {
+            1
+        } else {
+            enough.div_ceil(cols).min((m.div_ceil(mr) / 2).max(1))
+        };
         Split { rows, cols }
     }
 
