@@ -1,14 +1,14 @@
 //! Depthwise convolution (one input and one output channel per group), direct SIMD over the
 //! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
-//! smaller than the window. This is the table's entry. With 16 lanes (AVX-512) it runs
-//! stride-2 convolutions of more than 16 output columns itself (`stride2_planar`, with the
-//! measurements behind the rule); it offers the rest first to [`super::depthwise_lanes`]
-//! (channels in the lanes), which takes the other stride-2 ones and planes of at most 8 output
-//! columns, then with 16 lanes to [`super::depthwise_inplace`], this kernel's variant without
-//! the band buffer, which takes stride-1 planes of at most
-//! [`super::depthwise_inplace::MAX_OW`] columns; this planar kernel runs the rest (wider
-//! stride-1 planes, and every stride-1 plane of more than 8 columns with AVX2), and anything
-//! none specialises goes to the portable kernel.
+//! smaller than the window. This is the table's entry: it first offers the convolution to
+//! [`super::depthwise_lanes`] (channels in the lanes), which takes stride 2 and planes of at
+//! most 8 output columns, then with 16 lanes to [`super::depthwise_inplace`], this kernel's
+//! variant without the band buffer, which takes stride-1 planes of at most
+//! [`super::depthwise_inplace::MAX_OW`] columns; this planar kernel runs the rest (stride 1,
+//! wider planes, and every stride-1 plane with AVX2), and anything none specialises goes to
+//! the portable kernel. The code below is still generic
+//! over the stride `ST` (the stride-2 band layout is described below), but only `ST = 1` is
+//! instantiated since the channels-in-lanes kernel took stride 2 over.
 //!
 //! Algorithm sketch, per channel plane (NCHW, so a plane is contiguous):
 //!
@@ -51,8 +51,13 @@
 //! ([`super::depthwise_inplace`], with the rule's measurements). Also: blocks of 7
 //! rows, or 4 rows by 2 chunks (no faster), and stride 2 here with a `deinterleave` of two
 //! in-place loads per pair of taps (0.16-0.19 of peak against the channels-in-lanes
-//! kernel's 0.19-0.23 with AVX-512, half of it with AVX2); the stride-2 rows split into
-//! phases by the band copy (above) are what this kernel runs now, on wide planes only.
+//! kernel's 0.19-0.23 with AVX-512, half of it with AVX2). Stride 2 through this kernel with
+//! the band copy splitting rows into even and odd columns (a `deinterleave` per pair of input
+//! vectors; commit 7dedc10, for more than 16 output columns with AVX-512) won against the
+//! channels-in-lanes kernel on the 112 -> 56 layer in alternating runs of one binary at load
+//! 5-7 (0.16-0.18 -> 0.19-0.21 of peak) but lost in runs of the two builds one after the
+//! other at load 3.5-4 (0.22-0.23 -> 0.20-0.21; 56 -> 28 0.21-0.22 -> 0.18-0.21), so
+//! stride 2 stays with the channels-in-lanes kernel.
 //!
 //! **No remainders.** Blocks and chunks overlap instead of having scalar remainders: a
 //! recomputed output is recomputed with the same operations in the same order, hence written
@@ -107,25 +112,14 @@ pub(crate) fn conv2d<S: Simd>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    // The stride-2 shapes this kernel takes (if their band fits the scratch), then the other
-    // kernels' shapes, then stride 1.
-    let stride2 = stride2_planar::<S>(p)
-        .then(|| Geom::new::<S>(p, true))
-        .flatten();
-    let g = match stride2 {
-        Some(g) => g,
-        None => {
-            if super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out)
-                || super::depthwise_inplace::conv2d(s, p, input, weight, bias, act, scratch, out)
-            {
-                return;
-            }
-            let Some(g) = Geom::new::<S>(p, false) else {
-                portable::conv2d(p, input, weight, bias, act, scratch, out);
-                return;
-            };
-            g
-        }
+    if super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out)
+        || super::depthwise_inplace::conv2d(s, p, input, weight, bias, act, scratch, out)
+    {
+        return;
+    }
+    let Some(g) = Geom::new::<S>(p) else {
+        portable::conv2d(p, input, weight, bias, act, scratch, out);
+        return;
     };
     let c = p.c_out;
     let kk = g.k * g.k;
@@ -193,11 +187,9 @@ fn by_shape<S: Simd, A: Act<S>>(
         }};
     }
     // Stride 1 only: `Geom::new` leaves stride 2 to the channels-in-lanes kernel.
-    match (conv.g.k, conv.g.st) {
-        (3, 1) => go!(3, 1),
-        (5, 1) => go!(5, 1),
-        (3, _) => go!(3, 2),
-        _ => go!(5, 2),
+    match conv.g.k {
+        3 => go!(3, 1),
+        _ => go!(5, 1),
     }
 }
 
@@ -205,7 +197,6 @@ fn by_shape<S: Simd, A: Act<S>>(
 /// arithmetic below cannot overflow.
 struct Geom {
     k: usize,
-    st: usize,
     h: usize,
     w: usize,
     oh: usize,
@@ -222,35 +213,16 @@ struct Geom {
     copy_w: usize,
 }
 
-/// Whether this kernel, rather than the channels-in-lanes one, runs a stride-2 convolution:
-/// with 16 lanes (AVX-512) and more than 16 output columns. Measured on AMD EPYC Zen 4
-/// (2026-11-24, load average 5-6, alternating runs of `KILN_BENCH_CLOCK=thread cargo bench -p
-/// kiln-kernels --features std --bench kernels -- mobilenet`, of peak, channels-in-lanes ->
-/// here): MobileNet-v2's 112 -> 56 layer 0.16-0.18 -> 0.19-0.21, 56 -> 28 0.15-0.18 -> 0.15-0.22,
-/// but 28 -> 14 0.12-0.14 -> 0.11-0.13 and 14 -> 7 0.09-0.10 -> 0.08-0.09 (fewer columns than a
-/// vector waste lanes here, and the per-plane setup weighs more); with AVX2 neither wins
-/// reliably, so the channels-in-lanes kernel keeps them.
-#[inline(always)]
-fn stride2_planar<S: Simd>(p: &Conv2d) -> bool {
-    S::LANES == 16 && p.stride[0] == 2 && p.out_w > 16
-}
-
 /// The band buffer of `p` if it is a convolution for the planar kernels (this one and
 /// [`super::depthwise_inplace`]): a depthwise convolution they specialise (see
 /// [`depthwise_band`]), stride 1 (the channels-in-lanes kernel takes stride 2 and narrow
 /// planes, see `lanes_band`, and the scratch is sized for it there), not empty (nothing to
 /// vectorise), and small enough that no index arithmetic below can overflow.
-pub(super) fn planar_shape(p: &Conv2d, stride2: bool) -> Option<DepthwiseBand> {
-    let stride1 = p.stride[0] == 1 && crate::params::lanes_band(p).is_none();
-    if !(stride1 || stride2 && p.stride[0] == 2) {
+pub(super) fn planar_shape(p: &Conv2d) -> Option<DepthwiseBand> {
+    if p.stride[0] != 1 || crate::params::lanes_band(p).is_some() {
         return None;
     }
     let band = depthwise_band(p)?;
-    // Stride 2 uses the channels-in-lanes kernel's scratch (`lanes_band` sizes it), which
-    // holds this kernel's band buffer on every shape the rule gives it; checked all the same.
-    if band.rows * band.phase_len * p.stride[0] > p.scratch_len() {
-        return None;
-    }
     // 2^40 per dimension is far beyond any real tensor and keeps every
     // `coordinate * stride + window + lanes` comfortably inside `isize`.
     const LIMIT: usize = 1 << 40;
@@ -271,8 +243,8 @@ impl Geom {
     /// `None` if the portable kernel should run instead: not a depthwise convolution this
     /// kernel specialises (see [`depthwise_band`]), an empty tensor (nothing to vectorise), or
     /// sizes so large that the index arithmetic could overflow.
-    fn new<S: Simd>(p: &Conv2d, stride2: bool) -> Option<Geom> {
-        let band = planar_shape(p, stride2)?;
+    fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
+        let band = planar_shape(p)?;
         let (k, st) = (p.kh, p.stride[0]);
         // Padded columns a tap reads: up to `(max(ow, L) - 1) * st + k - 1` (the chunks cover
         // `max(ow, L)` columns). Image columns past that are not copied.
@@ -281,7 +253,6 @@ impl Geom {
         debug_assert!(S::LANES <= crate::params::DEPTHWISE_MAX_LANES);
         Some(Geom {
             k,
-            st,
             h: p.h,
             w: p.w,
             oh: p.out_h,
@@ -328,7 +299,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
     fn run(self, s: S) {
         // Stride 2 goes to the channels-in-lanes kernel; the row copy only writes stride 1's
         // single phase.
-        const { assert!(K <= MAX_K && K % 2 == 1 && ST <= 2 && R <= ROWS && C <= 2) };
+        const { assert!(K <= MAX_K && K % 2 == 1 && ST == 1 && R <= ROWS && C <= 2) };
         let Data {
             g,
             c,
@@ -407,13 +378,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
                 let mut to = buf0.wrapping_add(top * row_len);
                 for _ in y_lo..y_hi {
                     // SAFETY: see the bounds above.
-                    unsafe {
-                        if ST == 1 {
-                            copy.row(s, from, to)
-                        } else {
-                            copy.row2(s, from, to)
-                        }
-                    };
+                    unsafe { copy.row(s, from, to) };
                     from = from.wrapping_add(w);
                     to = to.wrapping_add(row_len);
                 }
@@ -461,8 +426,6 @@ struct RowCopy<S: Simd> {
     n: usize,
     /// Where the row's first element goes in the buffer row (`pad_left`).
     at: usize,
-    /// Elements per phase row (stride 2).
-    phase_len: usize,
 }
 
 impl<S: Simd> RowCopy<S> {
@@ -476,47 +439,6 @@ impl<S: Simd> RowCopy<S> {
             tail_at,
             n,
             at: g.pad_left,
-            phase_len: g.phase_len,
-        }
-    }
-
-    /// Stride 2: copies one input row into the two phase rows of one buffer row, padded column
-    /// `X = pad_left + x` to phase `X % 2` at `X / 2`. Writes the image columns, and zeros at
-    /// padding positions after them; nothing else.
-    ///
-    /// # Safety
-    ///
-    /// `src..src + n` must be readable and the buffer row `dst..dst + 2 * phase_len` writable.
-    /// (The writes stay inside it: each phase gets `L`-lane stores at `(pad_left + x) / 2 +
-    /// {0, 1}` for `x < n` in steps of `2 L`, so below `(pad_left + n) / 2 + L + 1 <=
-    /// phase_len`; see `depthwise_band`.)
-    #[inline(always)]
-    unsafe fn row2(&self, s: S, src: *const f32, dst: *mut f32) {
-        let l = S::LANES;
-        // Image column `x` (even) goes to phase `(pad_left + x) % 2` = `pad_left % 2`, at
-        // `(pad_left + x) / 2`; column `x + 1` to the other phase at `(pad_left + x + 1) / 2`.
-        let (pe, po) = (self.at % 2, (self.at + 1) % 2);
-        let even = dst.wrapping_add(pe * self.phase_len + self.at / 2);
-        let odd = dst.wrapping_add(po * self.phase_len + self.at.div_ceil(2));
-        let mut x = 0;
-        while x < self.n {
-            // SAFETY: lanes of the image row below `n` only (the masks), stores inside the
-            // phase rows (see above).
-            unsafe {
-                let (a, b) = if x + 2 * l <= self.n {
-                    (s.load_ptr(src.add(x)), s.load_ptr(src.add(x + l)))
-                } else {
-                    let left = self.n - x;
-                    (
-                        s.load_masked_ptr(src.add(x), s.mask_range(0, left.min(l))),
-                        s.load_masked_ptr(src.add(x + l), s.mask_range(0, left.saturating_sub(l))),
-                    )
-                };
-                let (e, o) = s.deinterleave(a, b);
-                s.store_ptr(even.add(x / 2), s.unpermute(e));
-                s.store_ptr(odd.add(x / 2), s.unpermute(o));
-            }
-            x += 2 * l;
         }
     }
 

@@ -159,7 +159,7 @@ impl Geom {
     fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
         // The scratch (`depthwise_band`'s buffer) is at least one phase row of
         // `max(ow, 16) + k + 16` floats, which holds the row of zeros.
-        let band = planar_shape(p, false)?;
+        let band = planar_shape(p)?;
         let k = p.kh;
         // Padded columns a tap reads: up to `max(ow, L) - 1 + k - 1` (the chunks cover
         // `max(ow, L)` columns), so image columns below `max(ow, L) + k - 1 - pad_left`.
