@@ -223,12 +223,14 @@ proptest! {
 #[test]
 fn mobilenet_shapes_match_portable() {
     // The real layers' shapes (channel counts cut down), including the 7x7 plane that is
-    // narrower than an AVX-512 vector and the stride-2 layers.
+    // narrower than an AVX-512 vector, the stride-2 layers, and the 28- and 14-wide planes
+    // that AVX-512 reads in place.
     for (hw, c, stride) in [
         (112, 2, 1),
         (112, 2, 2),
         (56, 3, 2),
         (28, 3, 1),
+        (14, 4, 1),
         (14, 5, 2),
         (7, 9, 1),
     ] {

@@ -2,8 +2,11 @@
 //! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
 //! smaller than the window. This is the table's entry: it first offers the convolution to
 //! [`super::depthwise_lanes`] (channels in the lanes), which takes stride 2 and planes of at
-//! most 8 output columns; this planar kernel runs the rest (stride 1, wider planes), and
-//! anything neither specialises goes to the portable kernel. The code below is still generic
+//! most 8 output columns, then with 16 lanes to [`super::depthwise_inplace`], this kernel's
+//! variant without the band buffer, which takes stride-1 planes of at most
+//! [`super::depthwise_inplace::MAX_OW`] columns; this planar kernel runs the rest (stride 1,
+//! wider planes, and every stride-1 plane with AVX2), and anything none specialises goes to
+//! the portable kernel. The code below is still generic
 //! over the stride `ST` (the stride-2 band layout is described below), but only `ST = 1` is
 //! instantiated since the channels-in-lanes kernel took stride 2 over.
 //!
@@ -44,10 +47,17 @@
 //! edges, a row of zeros above and below) instead of copying rows into the band buffer won
 //! on the 14x14 and 28x28 MobileNet-v2 layers with AVX-512 (0.42-0.49 of peak against
 //! 0.37) but lost on the 112- and 56-wide ones (0.39 against 0.46 on 112) and with AVX2 on
-//! most (its masked loads are slow); a hybrid by width is the next step. Also: blocks of 7
+//! most (its masked loads are slow); it is now the variant for narrow planes with AVX-512
+//! ([`super::depthwise_inplace`], with the rule's measurements). Also: blocks of 7
 //! rows, or 4 rows by 2 chunks (no faster), and stride 2 here with a `deinterleave` of two
 //! in-place loads per pair of taps (0.16-0.19 of peak against the channels-in-lanes
-//! kernel's 0.19-0.23 with AVX-512, half of it with AVX2).
+//! kernel's 0.19-0.23 with AVX-512, half of it with AVX2). Stride 2 through this kernel with
+//! the band copy splitting rows into even and odd columns (a `deinterleave` per pair of input
+//! vectors; commit 7dedc10, for more than 16 output columns with AVX-512) won against the
+//! channels-in-lanes kernel on the 112 -> 56 layer in alternating runs of one binary at load
+//! 5-7 (0.16-0.18 -> 0.19-0.21 of peak) but lost in runs of the two builds one after the
+//! other at load 3.5-4 (0.22-0.23 -> 0.20-0.21; 56 -> 28 0.21-0.22 -> 0.18-0.21), so
+//! stride 2 stays with the channels-in-lanes kernel.
 //!
 //! **No remainders.** Blocks and chunks overlap instead of having scalar remainders: a
 //! recomputed output is recomputed with the same operations in the same order, hence written
@@ -76,7 +86,7 @@ use super::eltwise;
 use super::math::{specialise_cheap, Act};
 use super::vector::{Job, Simd};
 use crate::arch::portable;
-use crate::params::depthwise_band;
+use crate::params::{depthwise_band, DepthwiseBand};
 use crate::{Activation, Conv2d};
 
 /// Output rows per block: four accumulators, plus nine (3x3) weight vectors and the tap
@@ -102,7 +112,9 @@ pub(crate) fn conv2d<S: Simd>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    if super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out) {
+    if super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out)
+        || super::depthwise_inplace::conv2d(s, p, input, weight, bias, act, scratch, out)
+    {
         return;
     }
     let Some(g) = Geom::new::<S>(p) else {
@@ -131,20 +143,27 @@ pub(crate) fn conv2d<S: Simd>(
         then eltwise::unary_inplace(s, act, out));
 }
 
-/// The convolution's inputs, validated to the lengths its shape needs.
-struct Data<'a> {
-    g: &'a Geom,
-    c: usize,
-    input: &'a [f32],
-    weight: &'a [f32],
-    bias: Option<&'a [f32]>,
+/// The convolution's inputs, validated to the lengths its shape needs, with the variant's
+/// geometry `G`.
+pub(super) struct Data<'a, G> {
+    pub(super) g: &'a G,
+    pub(super) c: usize,
+    pub(super) input: &'a [f32],
+    pub(super) weight: &'a [f32],
+    pub(super) bias: Option<&'a [f32]>,
 }
 
 /// Picks the block shape, then the window and stride. Planes wider than a vector take two
 /// chunks side by side in 3 rows (six accumulators: enough independent FMA chains to cover
 /// the FMA latency); narrower ones one chunk in 4 rows; planes under 4 rows, 1 row.
 #[inline(always)]
-fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, buf: &mut [f32], out: &mut [f32]) {
+fn by_shape<S: Simd, A: Act<S>>(
+    s: S,
+    act: A,
+    conv: &Data<'_, Geom>,
+    buf: &mut [f32],
+    out: &mut [f32],
+) {
     macro_rules! go {
         ($k:literal, $st:literal) => {{
             macro_rules! job {
@@ -194,30 +213,38 @@ struct Geom {
     copy_w: usize,
 }
 
+/// The band buffer of `p` if it is a convolution for the planar kernels (this one and
+/// [`super::depthwise_inplace`]): a depthwise convolution they specialise (see
+/// [`depthwise_band`]), stride 1 (the channels-in-lanes kernel takes stride 2 and narrow
+/// planes, see `lanes_band`, and the scratch is sized for it there), not empty (nothing to
+/// vectorise), and small enough that no index arithmetic below can overflow.
+pub(super) fn planar_shape(p: &Conv2d) -> Option<DepthwiseBand> {
+    if p.stride[0] != 1 || crate::params::lanes_band(p).is_some() {
+        return None;
+    }
+    let band = depthwise_band(p)?;
+    // 2^40 per dimension is far beyond any real tensor and keeps every
+    // `coordinate * stride + window + lanes` comfortably inside `isize`.
+    const LIMIT: usize = 1 << 40;
+    let dims = [p.h, p.w, p.out_h, p.out_w];
+    if dims.iter().any(|&d| d >= LIMIT) {
+        return None;
+    }
+    let planes = p.batch.checked_mul(p.c_out)?;
+    planes.checked_mul(p.h.checked_mul(p.w)?)?;
+    planes.checked_mul(p.out_h.checked_mul(p.out_w)?)?;
+    if planes == 0 || p.h == 0 || p.w == 0 || p.out_h == 0 || p.out_w == 0 {
+        return None;
+    }
+    Some(band)
+}
+
 impl Geom {
     /// `None` if the portable kernel should run instead: not a depthwise convolution this
     /// kernel specialises (see [`depthwise_band`]), an empty tensor (nothing to vectorise), or
     /// sizes so large that the index arithmetic could overflow.
     fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
-        // `lanes_band` assigns every stride-2 shape (and narrow stride-1 ones) to the
-        // channels-in-lanes kernel, and the scratch is sized for it there.
-        if p.stride[0] != 1 || crate::params::lanes_band(p).is_some() {
-            return None;
-        }
-        let band = depthwise_band(p)?;
-        // 2^40 per dimension is far beyond any real tensor and keeps every
-        // `coordinate * stride + window + lanes` comfortably inside `isize`.
-        const LIMIT: usize = 1 << 40;
-        let dims = [p.h, p.w, p.out_h, p.out_w];
-        if dims.iter().any(|&d| d >= LIMIT) {
-            return None;
-        }
-        let planes = p.batch.checked_mul(p.c_out)?;
-        planes.checked_mul(p.h.checked_mul(p.w)?)?;
-        planes.checked_mul(p.out_h.checked_mul(p.out_w)?)?;
-        if planes == 0 || p.h == 0 || p.w == 0 || p.out_h == 0 || p.out_w == 0 {
-            return None;
-        }
+        let band = planar_shape(p)?;
         let (k, st) = (p.kh, p.stride[0]);
         // Padded columns a tap reads: up to `(max(ow, L) - 1) * st + k - 1` (the chunks cover
         // `max(ow, L)` columns). Image columns past that are not copied.
@@ -243,7 +270,7 @@ impl Geom {
 /// The whole convolution for window `K`, stride `ST`, and blocks of `R` output rows by `C`
 /// chunks.
 struct Planes<'a, 'b, A, const K: usize, const ST: usize, const R: usize, const C: usize> {
-    conv: &'a Data<'b>,
+    conv: &'a Data<'b, Geom>,
     act: A,
     buf: &'a mut [f32],
     out: &'a mut [f32],
@@ -479,7 +506,6 @@ unsafe fn block<
     out_end: *mut f32,
 ) {
     const { assert!((R - 1) * ST + K <= MAX_IN_ROWS) };
-    let l = S::LANES;
     let mut acc = [[bias; C]; R];
     // Fully unrolled over the input rows, so that every `ky` below is a constant and the
     // accumulators stay in registers.
@@ -495,19 +521,42 @@ unsafe fn block<
         )*};
     }
     input_rows!(0 1 2 3 4 5 6 7 8 9 10);
+    // SAFETY: the caller's contract.
+    unsafe { store_block(s, act, &acc, ox, at.ow, out, out_end) };
+}
+
+/// Stores a block's accumulators, `act` applied, at `out + r * ow + ox[c]`: `L` lanes where
+/// that ends at or before `out_end`, else `min(ow, L)` (the end of the output of a plane
+/// narrower than a vector). Lanes past a row's `ow` outputs (such a plane) land on later
+/// outputs, which are written after this, rows, blocks and planes going in increasing address
+/// order.
+///
+/// # Safety
+///
+/// `out + r * ow + ox[c]` must be writable for `L` lanes where that ends at or before
+/// `out_end`, else for `min(ow, L)` lanes.
+#[inline(always)]
+pub(super) unsafe fn store_block<S: Simd, A: Act<S>, const R: usize, const C: usize>(
+    s: S,
+    act: A,
+    acc: &[[S::V; C]; R],
+    ox: [usize; C],
+    ow: usize,
+    out: *mut f32,
+    out_end: *mut f32,
+) {
+    let l = S::LANES;
     for (r, acc) in acc.iter().enumerate() {
         for (&v, &ox) in acc.iter().zip(&ox) {
             let v = act.apply(s, v);
-            let dst = out.wrapping_add(r * at.ow + ox);
+            let dst = out.wrapping_add(r * ow + ox);
             if (out_end as usize).wrapping_sub(dst as usize) >= l * size_of::<f32>() {
-                // SAFETY: `L` lanes that end inside the output. Lanes past the row's `ow`
-                // outputs (a plane narrower than a vector) land on later outputs, which are
-                // written after this.
+                // SAFETY: `L` lanes that end inside the output (the caller's contract).
                 unsafe { s.store_ptr(dst, v) };
             } else {
                 // SAFETY: the end of the output, where `ow < L` (a whole chunk of a wider
                 // plane ends inside its row): `min(ow, L)` lanes are writable.
-                unsafe { s.store_first_ptr(dst, at.ow.min(l), v) };
+                unsafe { s.store_first_ptr(dst, ow.min(l), v) };
             }
         }
     }

@@ -10,6 +10,7 @@
 //! all of their logic but the per-instruction mapping in [`vector`].
 
 pub(crate) mod depthwise;
+pub(crate) mod depthwise_inplace;
 pub(crate) mod depthwise_lanes;
 pub(crate) mod eltwise;
 #[cfg(test)]
