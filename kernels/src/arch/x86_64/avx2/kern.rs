@@ -94,13 +94,7 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
     let n = S::N;
     let nr = W * n;
     let mut acc = [[s.zero(); 2]; R];
-    // Start fetching the C tile now: its loads (on later depth blocks) and stores come after
-    // the loop, and its rows are far apart in memory.
-    for i in 0..R {
-        let c_row = t.c.wrapping_add(i * t.ldc);
-        s.prefetch(c_row);
-        s.prefetch(c_row.wrapping_add(nr - 1));
-    }
+    prefetch_c(s, t, R, nr);
     let a = t.a;
     let lda = t.lda;
     let kc = t.kc;
@@ -150,6 +144,36 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
         step!(p);
         p += 1;
     }
+    // SAFETY: forwarded from the caller.
+    unsafe { finish::<S, R, W, R>(s, t, acc) };
+}
+
+/// Starts fetching the tile's rows of C: its loads (on later depth blocks) and stores come
+/// after the reduction, and its rows are far apart in memory.
+#[inline(always)]
+pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
+    for i in 0..rows {
+        let c_row = t.c.wrapping_add(i * t.ldc);
+        s.prefetch(c_row);
+        s.prefetch(c_row.wrapping_add(cols - 1));
+    }
+}
+
+/// The end of a tile: the first `R` rows of the accumulators `acc` (`W` vectors each) added
+/// to C on later depth blocks, the epilogue on the last one, stored.
+///
+/// # Safety
+///
+/// As for [`tile`], with `R <= L` and `t.cols == W * N`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: usize>(
+    s: S,
+    t: &Tile,
+    acc: [[S::V; 2]; L],
+) {
+    let n = S::N;
+    let nr = W * n;
     let epilogue = t.last && !matches!((t.bias, t.act), (TileBias::None, Activation::None));
     // One row of the tile to C. Kept small (no scalar loop inside) so that it unrolls and the
     // accumulators never need a home in memory. The `match`es per vector are on loop
@@ -196,7 +220,7 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
         }
         rows!(finish_row);
     } else {
-        for (i, acc_row) in acc.iter().enumerate() {
+        for (i, acc_row) in acc.iter().enumerate().take(R) {
             store_row!(i, *acc_row);
         }
     }

@@ -14,8 +14,8 @@
 use core::arch::x86_64::*;
 
 use crate::arch::x86_64::avx2::blis::{self, Bias, ColMajor, MicroKernel, PackB, RowMajor, Tile};
-use crate::arch::x86_64::avx2::kern;
 use crate::arch::x86_64::avx2::lanes::Lanes;
+use crate::arch::x86_64::avx2::{kern, kloop};
 use crate::len::holds;
 use crate::par::{Parallel, Serial};
 use crate::Activation;
@@ -200,8 +200,18 @@ impl MicroKernel<NR> for Avx512 {
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile<const R: usize>(t: &Tile) {
-    // SAFETY: the features are available; the tile contract is forwarded.
-    unsafe { kern::tile::<Avx512, R>(Avx512::new(), t) }
+    // SAFETY: the features are available; the tile contract is forwarded (a full tile has a
+    // 64-byte aligned micro-panel of 32 columns).
+    unsafe {
+        let s = Avx512::new();
+        if t.cols == NR {
+            kern::prefetch_c(s, t, R, NR);
+            let acc = kloop::full_512::<R>(t);
+            kern::finish::<Avx512, R, 2, 12>(s, t, acc);
+        } else {
+            kern::tile::<Avx512, R>(s, t)
+        }
+    }
 }
 
 /// [`kern::dots`] for AVX-512.
