@@ -30,18 +30,28 @@ use super::blis::Tile;
 use core::arch::asm;
 use core::arch::x86_64::{__m256, __m512, _mm256_setzero_ps, _mm512_setzero_ps};
 
-/// One step of the reduction at step `$s` of a group: two loads of B, then a broadcast of A
-/// and two FMAs per row. The displacements are assembler expressions.
+/// The text `$s` for tiles of two vectors per row (`2`), nothing for one (`1`).
+macro_rules! second {
+    (2, $($s:tt)*) => {
+        concat!($($s)*)
+    };
+    (1, $($s:tt)*) => {
+        ""
+    };
+}
+
+/// One step of the reduction at step `$s` of a group: `$w` loads of B, then a broadcast of
+/// A and `$w` FMAs per row. The displacements are assembler expressions.
 macro_rules! step {
-    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $s:tt;
+    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $w:tt, $s:tt;
      $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "vmovaps ", $b0, ", ", $ptr, " ptr [{b} + ", $s, " * ", $row, "]\n",
-            "vmovaps ", $b1, ", ", $ptr, " ptr [{b} + ", $s, " * ", $row, " + ", $half, "]\n",
+            second!($w, "vmovaps ", $b1, ", ", $ptr, " ptr [{b} + ", $s, " * ", $row, " + ", $half, "]\n"),
             $(
                 "vbroadcastss ", $bc, ", dword ptr [", $a, " + ", $s, " * 4]\n",
                 "vfmadd231ps ", $c0, ", ", $b0, ", ", $bc, "\n",
-                "vfmadd231ps ", $c1, ", ", $b1, ", ", $bc, "\n",
+                second!($w, "vfmadd231ps ", $c1, ", ", $b1, ", ", $bc, "\n"),
             )+
         )
     };
@@ -49,9 +59,10 @@ macro_rules! step {
 
 /// The whole loop for the rows listed (`(index, acc0, acc1, address of A[index, p])`), with
 /// the vector kind (`$ptr`, the two B registers, the broadcast register, bytes per packed row
-/// of B and per vector).
+/// of B and per vector) and `$w` vectors per row (with one, the second accumulator of each
+/// row stays zero).
 macro_rules! k_loop {
-    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt; $t:expr, $acc:ident;
+    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $w:tt; $t:expr, $acc:ident;
      $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
         let t: &Tile = $t;
         let lda = t.lda;
@@ -94,22 +105,22 @@ macro_rules! k_loop {
                 "prefetcht0 byte ptr [{t} + {ln}]",
                 "add {pn}, 64",
                 "3:",
-                step!($ptr, $b0, $b1, $bc, $row, $half, "0"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "1"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "2"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "3"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "4"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "5"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "6"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "7"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "8"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "9"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "10"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "11"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "12"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "13"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "14"; $( ($c0, $c1, $a) )+),
-                step!($ptr, $b0, $b1, $bc, $row, $half, "15"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "0"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "1"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "2"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "3"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "4"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "5"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "6"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "7"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "8"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "9"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "10"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "11"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "12"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "13"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "14"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "15"; $( ($c0, $c1, $a) )+),
                 "add {a0}, 64",
                 "add {a1}, 64",
                 "add {a2}, 64",
@@ -121,7 +132,7 @@ macro_rules! k_loop {
                 "test {rest}, {rest}",
                 "jz 5f",
                 "6:",
-                step!($ptr, $b0, $b1, $bc, $row, $half, "0"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "0"; $( ($c0, $c1, $a) )+),
                 "add {a0}, 4",
                 "add {a1}, 4",
                 "add {a2}, 4",
@@ -156,62 +167,110 @@ macro_rules! k_loop {
 /// [`k_loop!`] with 512-bit vectors.
 macro_rules! k_loop_512 {
     ($($args:tt)*) => {
-        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "128", "64"; $($args)*)
+        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "128", "64", 2; $($args)*)
+    };
+}
+
+/// [`k_loop!`] with one 512-bit vector per row (the half-width micro-panel).
+macro_rules! k_loop_512_half {
+    ($($args:tt)*) => {
+        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "64", "64", 1; $($args)*)
     };
 }
 
 /// [`k_loop!`] with 256-bit vectors.
 macro_rules! k_loop_256 {
     ($($args:tt)*) => {
-        k_loop!("ymmword", "ymm14", "ymm15", "ymm13", "64", "32"; $($args)*)
+        k_loop!("ymmword", "ymm14", "ymm15", "ymm13", "64", "32", 2; $($args)*)
     };
 }
 
-/// The accumulators of a full `R x 32` AVX-512 tile after its `kc` steps (rows `R..` zero).
+/// The accumulators of an `R x 16 W` AVX-512 tile after its `kc` steps (rows `R..` zero, and
+/// the second vector of each row if `W == 1`).
 ///
 /// # Safety
 ///
-/// AVX-512F is available, `1 <= R <= 12`, and `t` is valid for
-/// [`MicroKernel::tile`](super::blis::MicroKernel::tile) with `R` rows and `cols == 32` (the
+/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, and `t` is valid for
+/// [`MicroKernel::tile`](super::blis::MicroKernel::tile) with `R` rows and `cols == 16 W` (the
 /// micro-panel 64-byte aligned).
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn full_512<const R: usize>(t: &Tile) -> [[__m512; 2]; 12] {
+pub(crate) unsafe fn tile_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
     let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-    match R {
-        12 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+    if W == 2 {
+        match R {
+            12 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+            }
+            11 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
+            }
+            10 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
+            }
+            9 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
+            }
+            8 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
+            }
+            7 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
+            }
+            6 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
+            }
+            5 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
+            }
+            4 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
+            }
+            3 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
+            }
+            2 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}")),
+            1 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
+            _ => unreachable!(),
         }
-        11 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
+    } else {
+        match R {
+            12 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+            }
+            11 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
+            }
+            10 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
+            }
+            9 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
+            }
+            8 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
+            }
+            7 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
+            }
+            6 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
+            }
+            5 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
+            }
+            4 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
+            }
+            3 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
+            }
+            2 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}"))
+            }
+            1 => k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
+            _ => unreachable!(),
         }
-        10 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
-        }
-        9 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
-        }
-        8 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
-        }
-        7 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
-        }
-        6 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
-        }
-        5 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
-        }
-        4 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
-        }
-        3 => {
-            k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
-        }
-        2 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}")),
-        1 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
-        _ => unreachable!(),
     }
     acc
 }

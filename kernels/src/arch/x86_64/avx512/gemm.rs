@@ -200,16 +200,17 @@ impl MicroKernel<NR> for Avx512 {
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile<const R: usize>(t: &Tile) {
-    // SAFETY: the features are available; the tile contract is forwarded (a full tile has a
-    // 64-byte aligned micro-panel of 32 columns).
+    // SAFETY: the features are available; the tile contract is forwarded (the full and the
+    // half-width micro-panels are 64-byte aligned, 32 or 16 columns).
     unsafe {
         let s = Avx512::new();
+        kern::prefetch_c(s, t, R, t.cols);
         if t.cols == NR {
-            kern::prefetch_c(s, t, R, NR);
-            let acc = kloop::full_512::<R>(t);
+            let acc = kloop::tile_512::<R, 2>(t);
             kern::finish::<Avx512, R, 2, 12>(s, t, acc);
         } else {
-            kern::tile::<Avx512, R>(s, t)
+            let acc = kloop::tile_512::<R, 1>(t);
+            kern::finish::<Avx512, R, 1, 12>(s, t, acc);
         }
     }
 }
