@@ -14,8 +14,8 @@
 //! packed as the transposed right-hand side and the bias added per column.
 
 use super::blis::{self, Bias, ColMajor, MicroKernel, PackB, RowMajor, Tile};
-use super::kern;
 use super::lanes::Avx2;
+use super::{kern, kloop};
 use crate::len::holds;
 use crate::par::{Parallel, Serial};
 use crate::Activation;
@@ -71,8 +71,14 @@ impl MicroKernel<NR> for Avx2 {
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile<const R: usize>(t: &Tile) {
-    // SAFETY: AVX2 and FMA are available; the tile contract is forwarded.
-    unsafe { kern::tile::<Avx2, R>(Avx2::new(), t) }
+    // SAFETY: AVX2 and FMA are available; the tile contract is forwarded (AVX2 panels have
+    // only full micro-panels, 32-byte aligned).
+    unsafe {
+        let s = Avx2::new();
+        kern::prefetch_c(s, t, R, NR);
+        let acc = kloop::full_256::<R>(t);
+        kern::finish::<Avx2, R, 2, 6>(s, t, acc);
+    }
 }
 
 /// [`kern::dots`] for AVX2.

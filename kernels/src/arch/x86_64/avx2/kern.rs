@@ -16,7 +16,10 @@
 //!
 //! With `R * 2` independent accumulators (12 for AVX2, 24 for AVX-512) the FMA latency is
 //! covered, and each step issues `2 R` FMAs against `R + 2` loads, inside the load ports'
-//! budget. The ragged columns of a panel run as dot products (`dots`): `R x 2` sums of
+//! budget. On the real ISAs the loop over `p` is assembly (`kloop`: LLVM spilled half of the
+//! AVX-512 accumulators around each group of 16 steps) and the rest, `finish`, is the code
+//! here; the loop written over [`Lanes`] (`tile`) is what the scalar emulation in the tests
+//! runs. The ragged columns of a panel run as dot products (`dots`): `R x 2` sums of
 //! sliver rows times packed tail columns, vectorised along `k`, reduced across lanes at the
 //! end; the small-batch dense layer uses the same idea on rows of the input and the weights
 //! (`dense_block`).
@@ -27,6 +30,7 @@ use crate::len::holds;
 use crate::Activation;
 
 /// The most rows a full tile has (the AVX-512 tile's 12).
+#[cfg(test)]
 const MAX_ROWS: usize = 12;
 
 /// Expands `$m!(i)` for every row index `0..MAX_ROWS`, as constants.
@@ -48,13 +52,16 @@ macro_rules! rows {
 }
 
 /// One `R x 2N` tile, or, for 16 lanes, `R x N` when `t.cols == N` (the half-width
-/// micro-panel).
+/// micro-panel), written over [`Lanes`]: the tile of the scalar emulation in the tests below.
+/// The AVX2 and AVX-512 tiles run the same reduction in assembly ([`super::kloop`]) and then
+/// [`finish`].
 ///
 /// # Safety
 ///
 /// `R == t.rows`, and the pointers of `t` are valid as
 /// [`MicroKernel::tile`](super::blis::MicroKernel::tile) requires, with `NR = 2 N` and the
 /// micro-panel aligned to `4 N` bytes.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) unsafe fn tile<S: Lanes, const R: usize>(s: S, t: &Tile) {
     // SAFETY: forwarded; `cols` says which layout the micro-panel has. AVX2 panels have no
@@ -82,6 +89,7 @@ pub(crate) unsafe fn tile<S: Lanes, const R: usize>(s: S, t: &Tile) {
 // and stored every FMA's result: the AVX-512 GEMM ran at 0.31 of its FMA peak (AMD EPYC with
 // AVX-512, 271 GFLOP/s), 0.77-0.84 with constant indices. AVX2's 12 accumulators were promoted
 // either way, and its store loop measured faster as a plain loop (see below).
+#[cfg(test)]
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
@@ -94,13 +102,7 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
     let n = S::N;
     let nr = W * n;
     let mut acc = [[s.zero(); 2]; R];
-    // Start fetching the C tile now: its loads (on later depth blocks) and stores come after
-    // the loop, and its rows are far apart in memory.
-    for i in 0..R {
-        let c_row = t.c.wrapping_add(i * t.ldc);
-        s.prefetch(c_row);
-        s.prefetch(c_row.wrapping_add(nr - 1));
-    }
+    prefetch_c(s, t, R, nr);
     let a = t.a;
     let lda = t.lda;
     let kc = t.kc;
@@ -150,6 +152,36 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
         step!(p);
         p += 1;
     }
+    // SAFETY: forwarded from the caller.
+    unsafe { finish::<S, R, W, R>(s, t, acc) };
+}
+
+/// Starts fetching the tile's rows of C: its loads (on later depth blocks) and stores come
+/// after the reduction, and its rows are far apart in memory.
+#[inline(always)]
+pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
+    for i in 0..rows {
+        let c_row = t.c.wrapping_add(i * t.ldc);
+        s.prefetch(c_row);
+        s.prefetch(c_row.wrapping_add(cols - 1));
+    }
+}
+
+/// The end of a tile: the first `R` rows of the accumulators `acc` (`W` vectors each) added
+/// to C on later depth blocks, the epilogue on the last one, stored.
+///
+/// # Safety
+///
+/// As for [`tile`], with `R <= L` and `t.cols == W * N`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: usize>(
+    s: S,
+    t: &Tile,
+    acc: [[S::V; 2]; L],
+) {
+    let n = S::N;
+    let nr = W * n;
     let epilogue = t.last && !matches!((t.bias, t.act), (TileBias::None, Activation::None));
     // One row of the tile to C. Kept small (no scalar loop inside) so that it unrolls and the
     // accumulators never need a home in memory. The `match`es per vector are on loop
@@ -196,7 +228,7 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
         }
         rows!(finish_row);
     } else {
-        for (i, acc_row) in acc.iter().enumerate() {
+        for (i, acc_row) in acc.iter().enumerate().take(R) {
             store_row!(i, *acc_row);
         }
     }

@@ -50,6 +50,9 @@ pub(crate) trait Lanes: Copy {
     /// # Safety
     ///
     /// `p..p + N` is readable and `p` is aligned to `4 N` bytes.
+    // Read by the Lanes tile, which only the emulated tests run now (the ISAs' tiles load B
+    // in assembly, `kloop`).
+    #[cfg_attr(not(test), allow(dead_code))]
     unsafe fn load_aligned(self, p: *const f32) -> Self::V;
     /// Loads the first `n < N` floats and zeros the other lanes, touching only those `n`.
     ///

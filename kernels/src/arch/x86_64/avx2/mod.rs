@@ -11,6 +11,7 @@ mod conv;
 mod gemm;
 pub(super) mod im2col;
 pub(super) mod kern;
+pub(super) mod kloop;
 pub(super) mod lanes;
 
 use crate::table::Kernels;

@@ -14,8 +14,8 @@
 use core::arch::x86_64::*;
 
 use crate::arch::x86_64::avx2::blis::{self, Bias, ColMajor, MicroKernel, PackB, RowMajor, Tile};
-use crate::arch::x86_64::avx2::kern;
 use crate::arch::x86_64::avx2::lanes::Lanes;
+use crate::arch::x86_64::avx2::{kern, kloop};
 use crate::len::holds;
 use crate::par::{Parallel, Serial};
 use crate::Activation;
@@ -200,8 +200,19 @@ impl MicroKernel<NR> for Avx512 {
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile<const R: usize>(t: &Tile) {
-    // SAFETY: the features are available; the tile contract is forwarded.
-    unsafe { kern::tile::<Avx512, R>(Avx512::new(), t) }
+    // SAFETY: the features are available; the tile contract is forwarded (the full and the
+    // half-width micro-panels are 64-byte aligned, 32 or 16 columns).
+    unsafe {
+        let s = Avx512::new();
+        kern::prefetch_c(s, t, R, t.cols);
+        if t.cols == NR {
+            let acc = kloop::tile_512::<R, 2>(t);
+            kern::finish::<Avx512, R, 2, 12>(s, t, acc);
+        } else {
+            let acc = kloop::tile_512::<R, 1>(t);
+            kern::finish::<Avx512, R, 1, 12>(s, t, acc);
+        }
+    }
 }
 
 /// [`kern::dots`] for AVX-512.

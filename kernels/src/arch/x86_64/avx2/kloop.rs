@@ -1,0 +1,307 @@
+//! The reduction loop of the full-width GEMM tiles (`R x 32` for AVX-512, `R x 16` for AVX2)
+//! in inline assembly; `kern` keeps the epilogue (C, bias, activation) and every other tile.
+//!
+//! Why assembly. Written with intrinsics (`kern::tile_w`), LLVM kept the accumulators in
+//! registers inside a 16-step group but spilled 11-15 of the 24 AVX-512 ones to the stack and
+//! reloaded them around every group (where the next sliver's prefetches are), did not unroll
+//! the steps, and recomputed the row addresses of `A` every step: GEMM 1024^3 ran at 0.80 of
+//! the FMA peak, under the `gemm` crate. Here the register allocation is fixed, as BLIS (its
+//! `zen4` kernels) and MLAS (`SgemmKernelAvx512F.S`) write theirs:
+//!
+//! ```text
+//! zero acc[R][2]                            // zmm0..zmm(2R-1) (ymm for AVX2)
+//! for each group of 16 steps:               // k unrolled 16 times: constant displacements
+//!     prefetch one line of each row of the next sliver (if asked)
+//!     for s in 0..16:
+//!         b0, b1 = B[p + s, 0..2N]          // two aligned loads, displacement only
+//!         for i in 0..R:
+//!             a = broadcast A[i, p + s]     // one of four row bases + lda * {0, 1, 2}
+//!             acc[i][0] += a * b0; acc[i][1] += a * b1
+//!     advance the four row bases of A and B (five adds per 16 steps)
+//! then the last kc % 16 steps one by one
+//! ```
+//!
+//! `A`'s rows are `lda` apart (the sliver is read in place when its rows do not collide in
+//! L1), so the twelve rows are addressed from four bases three rows apart, each giving
+//! `base`, `base + lda` and `base + 2 lda` through the scaled index of the address. The
+//! match arms per row count were generated (one `(row, acc0, acc1, address)` per row).
+
+use super::blis::Tile;
+use core::arch::asm;
+use core::arch::x86_64::{__m256, __m512, _mm256_setzero_ps, _mm512_setzero_ps};
+
+/// The text `$s` for tiles of two vectors per row (`2`), nothing for one (`1`).
+macro_rules! second {
+    (2, $($s:tt)*) => {
+        concat!($($s)*)
+    };
+    (1, $($s:tt)*) => {
+        ""
+    };
+}
+
+/// One step of the reduction at step `$s` of a group: `$w` loads of B, then a broadcast of
+/// A and `$w` FMAs per row. The displacements are assembler expressions.
+macro_rules! step {
+    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $w:tt, $s:tt;
+     $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+        concat!(
+            "vmovaps ", $b0, ", ", $ptr, " ptr [{b} + ", $s, " * ", $row, "]\n",
+            second!($w, "vmovaps ", $b1, ", ", $ptr, " ptr [{b} + ", $s, " * ", $row, " + ", $half, "]\n"),
+            $(
+                "vbroadcastss ", $bc, ", dword ptr [", $a, " + ", $s, " * 4]\n",
+                "vfmadd231ps ", $c0, ", ", $b0, ", ", $bc, "\n",
+                second!($w, "vfmadd231ps ", $c1, ", ", $b1, ", ", $bc, "\n"),
+            )+
+        )
+    };
+}
+
+/// The whole loop for the rows listed (`(index, acc0, acc1, address of A[index, p])`), with
+/// the vector kind (`$ptr`, the two B registers, the broadcast register, bytes per packed row
+/// of B and per vector) and `$w` vectors per row (with one, the second accumulator of each
+/// row stays zero).
+macro_rules! k_loop {
+    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $w:tt; $t:expr, $acc:ident;
+     $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
+        let t: &Tile = $t;
+        let lda = t.lda;
+        // Row bases three rows apart; past the sliver's rows they are computed, never read.
+        let a0 = t.a;
+        let a1 = a0.wrapping_add(3 * lda);
+        let a2 = a0.wrapping_add(6 * lda);
+        let a3 = a0.wrapping_add(9 * lda);
+        // SAFETY: the caller guarantees the tile contract: `A[i, p]` for `i < R`, `p < kc`
+        // is readable at `a + i * lda + p`, and `kc` aligned rows of the micro-panel at `b`.
+        // The prefetches never fault. Only the registers named as outputs are written.
+        unsafe {
+            asm!(
+                $(
+                    concat!("vxorps ", $c0, ", ", $c0, ", ", $c0),
+                    concat!("vxorps ", $c1, ", ", $c1, ", ", $c1),
+                )+
+                "test {groups}, {groups}",
+                "jz 4f",
+                "2:",
+                "test {pn}, {pn}",
+                "jz 3f",
+                // One line of each of the next sliver's 12 rows (`ln` bytes apart).
+                "prefetcht0 byte ptr [{pn}]",
+                "prefetcht0 byte ptr [{pn} + {ln}]",
+                "prefetcht0 byte ptr [{pn} + {ln} * 2]",
+                "lea {t}, [{pn} + {ln} * 2]",
+                "prefetcht0 byte ptr [{t} + {ln}]",
+                "prefetcht0 byte ptr [{t} + {ln} * 2]",
+                "lea {t}, [{t} + {ln} * 2]",
+                "prefetcht0 byte ptr [{t} + {ln}]",
+                "prefetcht0 byte ptr [{t} + {ln} * 2]",
+                "lea {t}, [{t} + {ln} * 2]",
+                "prefetcht0 byte ptr [{t} + {ln}]",
+                "prefetcht0 byte ptr [{t} + {ln} * 2]",
+                "lea {t}, [{t} + {ln} * 2]",
+                "prefetcht0 byte ptr [{t} + {ln}]",
+                "prefetcht0 byte ptr [{t} + {ln} * 2]",
+                "lea {t}, [{t} + {ln} * 2]",
+                "prefetcht0 byte ptr [{t} + {ln}]",
+                "add {pn}, 64",
+                "3:",
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "0"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "1"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "2"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "3"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "4"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "5"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "6"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "7"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "8"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "9"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "10"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "11"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "12"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "13"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "14"; $( ($c0, $c1, $a) )+),
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "15"; $( ($c0, $c1, $a) )+),
+                "add {a0}, 64",
+                "add {a1}, 64",
+                "add {a2}, 64",
+                "add {a3}, 64",
+                concat!("add {b}, 16 * ", $row),
+                "dec {groups}",
+                "jnz 2b",
+                "4:",
+                "test {rest}, {rest}",
+                "jz 5f",
+                "6:",
+                step!($ptr, $b0, $b1, $bc, $row, $half, $w, "0"; $( ($c0, $c1, $a) )+),
+                "add {a0}, 4",
+                "add {a1}, 4",
+                "add {a2}, 4",
+                "add {a3}, 4",
+                concat!("add {b}, ", $row),
+                "dec {rest}",
+                "jnz 6b",
+                "5:",
+                // Names the row stride for the one-row tile, which has no other use for it.
+                "# {l}",
+                a0 = inout(reg) a0 => _,
+                a1 = inout(reg) a1 => _,
+                a2 = inout(reg) a2 => _,
+                a3 = inout(reg) a3 => _,
+                l = in(reg) lda * 4,
+                b = inout(reg) t.b => _,
+                groups = inout(reg) t.kc / 16 => _,
+                rest = inout(reg) t.kc % 16 => _,
+                pn = inout(reg) t.a_next => _,
+                ln = in(reg) t.lda_next * 4,
+                t = out(reg) _,
+                $( out($c0) $acc[$i][0], out($c1) $acc[$i][1], )+
+                out($b0) _,
+                out($b1) _,
+                out($bc) _,
+                options(nostack, readonly),
+            )
+        }
+    }};
+}
+
+/// [`k_loop!`] with 512-bit vectors.
+macro_rules! k_loop_512 {
+    ($($args:tt)*) => {
+        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "128", "64", 2; $($args)*)
+    };
+}
+
+/// [`k_loop!`] with one 512-bit vector per row (the half-width micro-panel).
+macro_rules! k_loop_512_half {
+    ($($args:tt)*) => {
+        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "64", "64", 1; $($args)*)
+    };
+}
+
+/// [`k_loop!`] with 256-bit vectors.
+macro_rules! k_loop_256 {
+    ($($args:tt)*) => {
+        k_loop!("ymmword", "ymm14", "ymm15", "ymm13", "64", "32", 2; $($args)*)
+    };
+}
+
+/// The accumulators of an `R x 16 W` AVX-512 tile after its `kc` steps (rows `R..` zero, and
+/// the second vector of each row if `W == 1`).
+///
+/// # Safety
+///
+/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, and `t` is valid for
+/// [`MicroKernel::tile`](super::blis::MicroKernel::tile) with `R` rows and `cols == 16 W` (the
+/// micro-panel 64-byte aligned).
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn tile_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; 12];
+    if W == 2 {
+        match R {
+            12 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+            }
+            11 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
+            }
+            10 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
+            }
+            9 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
+            }
+            8 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
+            }
+            7 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
+            }
+            6 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
+            }
+            5 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
+            }
+            4 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
+            }
+            3 => {
+                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
+            }
+            2 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}")),
+            1 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
+            _ => unreachable!(),
+        }
+    } else {
+        match R {
+            12 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+            }
+            11 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
+            }
+            10 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
+            }
+            9 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
+            }
+            8 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
+            }
+            7 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
+            }
+            6 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
+            }
+            5 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
+            }
+            4 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
+            }
+            3 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
+            }
+            2 => {
+                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}"))
+            }
+            1 => k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
+            _ => unreachable!(),
+        }
+    }
+    acc
+}
+
+/// The accumulators of a full `R x 16` AVX2 tile after its `kc` steps (rows `R..` zero).
+///
+/// # Safety
+///
+/// AVX2 and FMA are available, `1 <= R <= 6`, and `t` is valid for
+/// [`MicroKernel::tile`](super::blis::MicroKernel::tile) with `R` rows and `cols == 16` (the
+/// micro-panel 32-byte aligned).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
+    let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+    match R {
+        6 => {
+            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}") (5, "ymm10", "ymm11", "{a1}+{l}*2"))
+        }
+        5 => {
+            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}"))
+        }
+        4 => {
+            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}"))
+        }
+        3 => {
+            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2"))
+        }
+        2 => k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}")),
+        1 => k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}")),
+        _ => unreachable!(),
+    }
+    acc
+}
