@@ -58,11 +58,12 @@ macro_rules! step {
 }
 
 /// The whole loop for the rows listed (`(index, acc0, acc1, address of A[index, p])`), with
-/// the vector kind (`$ptr`, the two B registers, the broadcast register, bytes per packed row
+/// the zeroing instruction (`vpxord` for zmm: AVX-512F has no 512-bit `vxorps` without DQ,
+/// and kiln selects AVX-512 on `avx512f` alone), the vector kind (`$ptr`, the two B registers, the broadcast register, bytes per packed row
 /// of B and per vector) and `$w` vectors per row (with one, the second accumulator of each
 /// row stays zero).
 macro_rules! k_loop {
-    ($ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $w:tt; $t:expr, $acc:ident;
+    ($zero:tt, $ptr:tt, $b0:tt, $b1:tt, $bc:tt, $row:tt, $half:tt, $w:tt; $t:expr, $acc:ident;
      $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
         let t: &Tile = $t;
         let lda = t.lda;
@@ -77,8 +78,8 @@ macro_rules! k_loop {
         unsafe {
             asm!(
                 $(
-                    concat!("vxorps ", $c0, ", ", $c0, ", ", $c0),
-                    concat!("vxorps ", $c1, ", ", $c1, ", ", $c1),
+                    concat!($zero, " ", $c0, ", ", $c0, ", ", $c0),
+                    concat!($zero, " ", $c1, ", ", $c1, ", ", $c1),
                 )+
                 "test {groups}, {groups}",
                 "jz 4f",
@@ -167,21 +168,21 @@ macro_rules! k_loop {
 /// [`k_loop!`] with 512-bit vectors.
 macro_rules! k_loop_512 {
     ($($args:tt)*) => {
-        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "128", "64", 2; $($args)*)
+        k_loop!("vpxord", "zmmword", "zmm30", "zmm31", "zmm29", "128", "64", 2; $($args)*)
     };
 }
 
 /// [`k_loop!`] with one 512-bit vector per row (the half-width micro-panel).
 macro_rules! k_loop_512_half {
     ($($args:tt)*) => {
-        k_loop!("zmmword", "zmm30", "zmm31", "zmm29", "64", "64", 1; $($args)*)
+        k_loop!("vpxord", "zmmword", "zmm30", "zmm31", "zmm29", "64", "64", 1; $($args)*)
     };
 }
 
 /// [`k_loop!`] with 256-bit vectors.
 macro_rules! k_loop_256 {
     ($($args:tt)*) => {
-        k_loop!("ymmword", "ymm14", "ymm15", "ymm13", "64", "32", 2; $($args)*)
+        k_loop!("vxorps", "ymmword", "ymm14", "ymm15", "ymm13", "64", "32", 2; $($args)*)
     };
 }
 
