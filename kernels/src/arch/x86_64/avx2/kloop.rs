@@ -24,7 +24,8 @@
 //! `A`'s rows are `lda` apart (the sliver is read in place when its rows do not collide in
 //! L1), so the twelve rows are addressed from four bases three rows apart, each giving
 //! `base`, `base + lda` and `base + 2 lda` through the scaled index of the address. The
-//! match arms per row count were generated (one `(row, acc0, acc1, address)` per row).
+//! rows are listed once per vector width (`(row, acc0, acc1, address)`); a tile of fewer rows
+//! takes a prefix of the list (`first_rows!`).
 
 use super::blis::Tile;
 use core::arch::asm;
@@ -186,6 +187,23 @@ macro_rules! k_loop_256 {
     };
 }
 
+/// `$loop!` on the first `$r` rows of the list (`(index, acc0, acc1, address)`, in order): one
+/// branch per row count, each a prefix of the one list, so a tile of fewer rows keeps the
+/// registers and addresses of the full one.
+macro_rules! first_rows {
+    ($r:expr, $loop:ident!($t:expr, $acc:ident); [$($done:tt)*];
+     ($i:tt, $c0:tt, $c1:tt, $a:tt) $($rest:tt)*) => {
+        if $r == $i + 1 {
+            $loop!($t, $acc; $($done)* ($i, $c0, $c1, $a))
+        } else {
+            first_rows!($r, $loop!($t, $acc); [$($done)* ($i, $c0, $c1, $a)]; $($rest)*)
+        }
+    };
+    ($r:expr, $loop:ident!($t:expr, $acc:ident); [$($done:tt)*];) => {
+        unreachable!()
+    };
+}
+
 /// The accumulators of an `R x 16 W` AVX-512 tile after its `kc` steps (rows `R..` zero, and
 /// the second vector of each row if `W == 1`).
 ///
@@ -198,80 +216,17 @@ macro_rules! k_loop_256 {
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(crate) unsafe fn tile_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
     let mut acc = [[_mm512_setzero_ps(); 2]; 12];
+    // Rows 0-11: accumulators zmm0-zmm23, addresses from four bases three rows apart.
+    macro_rules! rows {
+        ($loop:ident) => {
+            first_rows!(R, $loop!(t, acc); [];
+                (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+        };
+    }
     if W == 2 {
-        match R {
-            12 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
-            }
-            11 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
-            }
-            10 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
-            }
-            9 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
-            }
-            8 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
-            }
-            7 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
-            }
-            6 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
-            }
-            5 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
-            }
-            4 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
-            }
-            3 => {
-                k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
-            }
-            2 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}")),
-            1 => k_loop_512!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
-            _ => unreachable!(),
-        }
+        rows!(k_loop_512)
     } else {
-        match R {
-            12 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
-            }
-            11 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}"))
-            }
-            10 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}"))
-            }
-            9 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2"))
-            }
-            8 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}"))
-            }
-            7 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}"))
-            }
-            6 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2"))
-            }
-            5 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}"))
-            }
-            4 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}"))
-            }
-            3 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2"))
-            }
-            2 => {
-                k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}"))
-            }
-            1 => k_loop_512_half!(t, acc; (0, "zmm0", "zmm1", "{a0}")),
-            _ => unreachable!(),
-        }
+        rows!(k_loop_512_half)
     }
     acc
 }
@@ -287,22 +242,6 @@ pub(crate) unsafe fn tile_512<const R: usize, const W: usize>(t: &Tile) -> [[__m
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
     let mut acc = [[_mm256_setzero_ps(); 2]; 6];
-    match R {
-        6 => {
-            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}") (5, "ymm10", "ymm11", "{a1}+{l}*2"))
-        }
-        5 => {
-            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}"))
-        }
-        4 => {
-            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}"))
-        }
-        3 => {
-            k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2"))
-        }
-        2 => k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}")),
-        1 => k_loop_256!(t, acc; (0, "ymm0", "ymm1", "{a0}")),
-        _ => unreachable!(),
-    }
+    first_rows!(R, k_loop_256!(t, acc); []; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}") (5, "ymm10", "ymm11", "{a1}+{l}*2"));
     acc
 }
