@@ -72,6 +72,18 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
 /// Checks `run(par, out)` for one and several threads: bit-identical, and parallel jobs ran
 /// when the table has parallel entries.
 fn same_on_threads(kt: &Kernels, what: &str, run: &dyn Fn(&dyn Parallel, &mut [f32]), len: usize) {
+    on_threads(kt, what, len, kt.par.is_some(), run);
+}
+
+/// Checks `run(par, out)` on 2 and 3 threads: bit-identical to one thread, and split into
+/// parallel jobs exactly when `split`.
+fn on_threads(
+    kt: &Kernels,
+    what: &str,
+    len: usize,
+    split: bool,
+    run: &dyn Fn(&dyn Parallel, &mut [f32]),
+) {
     let mut one = vec![f32::NAN; len];
     run(&kiln_kernels::par::Serial, &mut one);
     for threads in [2, 3] {
@@ -93,7 +105,7 @@ fn same_on_threads(kt: &Kernels, what: &str, run: &dyn Fn(&dyn Parallel, &mut [f
         let jobs = par.jobs.load(Ordering::Relaxed);
         assert_eq!(
             jobs > 0,
-            kt.par.is_some(),
+            split,
             "{what} on {:?}: {jobs} parallel jobs",
             kt.isa
         );
@@ -252,30 +264,7 @@ fn winograd_split_matches_one_thread() {
 /// Checks `run(par, out)` of a memory-bound entry (which every table splits, whatever its
 /// ISA) on 2 and 3 threads: bit-identical to one thread, and split into parallel jobs.
 fn split_on_threads(kt: &Kernels, what: &str, len: usize, run: &dyn Fn(&dyn Parallel, &mut [f32])) {
-    let mut one = vec![f32::NAN; len];
-    run(&kiln_kernels::par::Serial, &mut one);
-    for threads in [2, 3] {
-        let par = Scoped {
-            threads,
-            jobs: AtomicUsize::new(0),
-        };
-        let mut got = vec![f32::NAN; len];
-        run(&par, &mut got);
-        let differ = one
-            .iter()
-            .zip(&got)
-            .position(|(a, b)| a.to_bits() != b.to_bits());
-        assert!(
-            differ.is_none(),
-            "{what} on {:?}, {threads} threads: element {differ:?} differs from one thread",
-            kt.isa
-        );
-        assert!(
-            par.jobs.load(Ordering::Relaxed) > 0,
-            "{what} on {:?}: not split",
-            kt.isa
-        );
-    }
+    on_threads(kt, what, len, true, run);
 }
 
 #[test]
