@@ -22,9 +22,12 @@
 //! is in progress (two threads calling `run_in` on one model) does not wait: it runs its tasks
 //! on its own thread.
 //!
-//! This is the runtime's one `unsafe`: the job pointer's lifetime is erased to hand it to the
+//! Placement: before waking parked workers the caller keeps them off its own CPU ([`placement`]:
+//! in a virtual machine Linux otherwise wakes them onto it after the pool was idle).
+//!
+//! This is the runtime's `unsafe`: the job pointer's lifetime is erased to hand it to the
 //! workers, which is sound because `run` does not return (or unwind) before they are done
-//! with it.
+//! with it; and on Linux the affinity calls of [`placement`].
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -53,6 +56,8 @@ struct Pool {
     workers: Vec<JoinHandle<()>>,
     /// Held for the whole of a job: one job at a time.
     submit: Mutex<()>,
+    /// Where woken workers may run (see [`placement`]).
+    placement: placement::Placement,
 }
 
 #[derive(Debug)]
@@ -205,6 +210,7 @@ impl Threads {
             shared,
             workers: Vec::with_capacity(n - 1),
             submit: Mutex::new(()),
+            placement: placement::Placement::of_this_thread(),
         };
         for i in 1..n {
             let shared = Arc::clone(&pool.shared);
@@ -418,6 +424,7 @@ unsafe impl Parallel for Threads {
         let epoch = epoch(shared.state.load(Ordering::Relaxed)).wrapping_add(1) & 0xffff_ffff;
         shared.state.store(epoch << 32 | OPEN, Ordering::SeqCst);
         if shared.sleepers.load(Ordering::SeqCst) > 0 {
+            pool.placement.keep_off_caller(&pool.workers);
             let _park = lock(&shared.park);
             shared.wake.notify_all();
         }
@@ -432,6 +439,106 @@ unsafe impl Parallel for Threads {
         if shared.panicked.load(Ordering::Relaxed) {
             panic!("kiln: a kernel task panicked on a worker thread");
         }
+    }
+}
+
+/// Where parked workers wake up: not on the caller's CPU.
+///
+/// Linux places a thread it wakes on an idle CPU near the waker, but in a virtual machine a
+/// vCPU that has been idle for a while is halted, reports itself preempted, and does not count
+/// as idle; the woken worker then lands on the caller's own CPU and the two take turns on it in
+/// slices of milliseconds while the other CPU stays idle, until the load balancer moves one of
+/// them (measured on a 2-vCPU EPYC guest: an inference after 100 ms of idleness ran 2x slower
+/// than the same one back to back, `perf sched timehist` showing caller and worker alternating
+/// on one CPU for 20 ms). So before it wakes parked workers the caller takes its own CPU out of
+/// their affinity masks (the CPUs the pool's creator was allowed, minus the caller's), which
+/// makes the wake-up pick another one. Only when the caller's CPU changed since the last time:
+/// one `sched_getcpu` per wake-up, a syscall per worker per migration. Failures are ignored:
+/// this only places threads, it never decides what runs.
+#[cfg(target_os = "linux")]
+mod placement {
+    use std::os::unix::thread::JoinHandleExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::thread::JoinHandle;
+
+    pub(super) struct Placement {
+        /// The CPUs the pool's creator may run on, if more than one.
+        pub(super) allowed: Option<libc::cpu_set_t>,
+        /// The CPU the workers are kept off now (`usize::MAX`: none yet).
+        pub(super) avoided: AtomicUsize,
+    }
+
+    impl std::fmt::Debug for Placement {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Placement")
+                .field("avoided", &self.avoided.load(Ordering::Relaxed))
+                .finish_non_exhaustive()
+        }
+    }
+
+    impl Placement {
+        pub(super) fn of_this_thread() -> Placement {
+            // SAFETY: `cpu_set_t` is plain bits (all zero is the empty set); `sched_getaffinity`
+            // writes at most `size_of::<cpu_set_t>()` bytes into it.
+            let allowed = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                let got = libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set);
+                (got == 0 && libc::CPU_COUNT(&set) > 1).then_some(set)
+            };
+            Placement {
+                allowed,
+                avoided: AtomicUsize::new(usize::MAX),
+            }
+        }
+
+        /// Takes the calling thread's CPU out of the `workers`' affinity masks.
+        pub(super) fn keep_off_caller(&self, workers: &[JoinHandle<()>]) {
+            let Some(allowed) = &self.allowed else {
+                return;
+            };
+            // SAFETY: no arguments; returns -1 on failure.
+            let Ok(cpu) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
+                return;
+            };
+            // SAFETY: `CPU_ISSET` and `CPU_CLR` index the set's bits, checked against its size.
+            let outside =
+                cpu >= libc::CPU_SETSIZE as usize || !unsafe { libc::CPU_ISSET(cpu, allowed) };
+            // (A caller on a CPU the creator was not allowed, e.g. another thread with a mask of
+            // its own: nothing to avoid.)
+            if outside || self.avoided.load(Ordering::Relaxed) == cpu {
+                return;
+            }
+            let mut mask = *allowed;
+            // SAFETY: as above, `cpu` is inside the set.
+            unsafe { libc::CPU_CLR(cpu, &mut mask) };
+            for w in workers {
+                // SAFETY: the handle's thread has not been joined (the pool owns it), so its
+                // `pthread_t` is valid; the mask is a valid set of the given size.
+                unsafe {
+                    libc::pthread_setaffinity_np(
+                        w.as_pthread_t(),
+                        size_of::<libc::cpu_set_t>(),
+                        &mask,
+                    )
+                };
+            }
+            self.avoided.store(cpu, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Elsewhere: the scheduler's placement as it is.
+#[cfg(not(target_os = "linux"))]
+mod placement {
+    #[derive(Debug)]
+    pub(super) struct Placement;
+
+    impl Placement {
+        pub(super) fn of_this_thread() -> Placement {
+            Placement
+        }
+
+        pub(super) fn keep_off_caller(&self, _workers: &[std::thread::JoinHandle<()>]) {}
     }
 }
 
@@ -483,6 +590,37 @@ mod tests {
                 });
                 assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
             }
+        }
+    }
+
+    /// A parked worker is woken with the caller's CPU out of its mask (where the machine
+    /// lets this process run on more than one CPU).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn woken_workers_are_kept_off_the_callers_cpu() {
+        let t = Threads::new(2).unwrap();
+        let pool = t.pool.as_ref().unwrap();
+        let Some(allowed) = pool.placement.allowed else {
+            return;
+        };
+        std::thread::sleep(SPIN * 4);
+        t.run(4, &|_| {});
+        let avoided = pool.placement.avoided.load(Ordering::Relaxed);
+        assert_ne!(avoided, usize::MAX, "the wake-up did not place the worker");
+        use std::os::unix::thread::JoinHandleExt;
+        // SAFETY: the worker is alive (the pool owns it); the set is plain bits.
+        let mask = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let handle = pool.workers[0].as_pthread_t();
+            let got = libc::pthread_getaffinity_np(handle, size_of::<libc::cpu_set_t>(), &mut set);
+            assert_eq!(got, 0);
+            set
+        };
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            // SAFETY: `cpu` is inside both sets.
+            let (is_allowed, in_mask) =
+                unsafe { (libc::CPU_ISSET(cpu, &allowed), libc::CPU_ISSET(cpu, &mask)) };
+            assert_eq!(in_mask, is_allowed && cpu != avoided, "cpu {cpu}");
         }
     }
 
