@@ -270,16 +270,16 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
                 while j < nc {
                     let ox1 = ow.min(ox0 + nc - j);
                     let width = ox1 - ox0;
+                    // Every write below may run past its part of the row, into parts
+                    // written after it (or the slack), never into one already final.
                     if !ys.contains(&oy) || xs.is_empty() {
-                        fill_zero(&mut row_all[j..j + width]);
+                        zero_over(self.s, &mut row_all[j..], width);
                     } else {
                         // Columns ox0..ox1 of this output row: zeros, the valid part, zeros.
-                        // The valid part first: a gather may run past it, into this row's
-                        // right zeros (written after it) or the next row's part (written
-                        // later), never into what is already final.
                         let v0 = xs.start.clamp(ox0, ox1);
                         let v1 = xs.end.clamp(v0, ox1);
                         let (mid0, mid1) = (j + v0 - ox0, j + v1 - ox0);
+                        zero_over(self.s, &mut row_all[j..], mid0 - j);
                         if mid1 > mid0 {
                             let iy = (oy * sh) as isize + row_off;
                             let ix = (v0 * sw) as isize + col_off;
@@ -292,8 +292,7 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
                                 sw,
                             );
                         }
-                        fill_zero(&mut row_all[j..mid0]);
-                        fill_zero(&mut row_all[mid1..j + width]);
+                        zero_over(self.s, &mut row_all[mid1..], j + width - mid1);
                     }
                     j += width;
                     oy += 1;
@@ -368,8 +367,28 @@ fn fill_zero(d: &mut [f32]) {
     }
 }
 
-/// Floats a row buffer holds past its columns for [`gather_over`]: the widest vector.
+/// Floats a row buffer holds past its columns for [`gather_over`] and [`zero_over`]: the
+/// widest vector.
 const ROW_SLACK: usize = 16;
+
+/// Zeros `dst[..len]` in whole vectors, so `dst[len..]` (at least [`ROW_SLACK`] floats of
+/// it) may be overwritten too. The runs are short (a row's padding columns, mostly one or
+/// none): a plain loop became a `memset` call per run, which cost more than the zeros.
+#[inline(always)]
+fn zero_over<S: Lanes>(s: S, dst: &mut [f32], len: usize) {
+    const { assert!(S::N <= ROW_SLACK) };
+    if len == 0 {
+        return;
+    }
+    // A real check: the stores below go through a raw pointer.
+    assert!(dst.len() + 1 >= len + S::N);
+    let mut i = 0;
+    while i < len {
+        // SAFETY: `i < len`, so `dst[i..i + N]` is in bounds (checked above).
+        unsafe { s.store(dst.as_mut_ptr().add(i), s.zero()) };
+        i += S::N;
+    }
+}
 
 /// `dst[i] = src[i * stride]` for `i < len`, where `dst[len..]` (at least [`ROW_SLACK`]
 /// floats of it) may be overwritten with anything: a stride-2 gather ends with a whole, masked
