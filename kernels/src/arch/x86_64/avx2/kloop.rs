@@ -47,7 +47,7 @@ macro_rules! second {
 /// `vbroadcastss` into a register: 12 fewer instructions per step of the full tile (26
 /// instead of 38 for 24 FMAs), half as many for the half-width tile, where one broadcast
 /// served only one FMA and was the limit (AMD EPYC Zen 4: ResNet-50's 7x7 1x1 layers went
-/// from 0.80-0.82 to 0.90 of peak, GEMM 1024^3 by about 1 %).
+/// from 0.80-0.82 to 0.87-0.91 of peak, GEMM 1024^3 by about 1 %).
 /// ymm (AVX2 has no embedded broadcast): `vbroadcastss` into `$bc`, then the FMAs.
 macro_rules! row_fmas {
     ("zmmword", $bc:tt, $b0:tt, $b1:tt, $w:tt, $s:tt, $c0:tt, $c1:tt, $a:tt) => {
