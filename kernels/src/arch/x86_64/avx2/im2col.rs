@@ -194,8 +194,10 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
         let (oy_first, ox_first) = (jc / ow, jc % ow);
         let oy_last = (jc + nc - 1) / ow;
         let linear = sh == 1 && sw == 1 && ow == p.w;
-        let mut row = [0.0f32; NC_MAX];
-        let row = &mut row[..nc];
+        // `ROW_SLACK` floats past the panel's `nc` let a strided gather end with a whole
+        // vector (see `gather_over`).
+        let mut row_buf = [0.0f32; NC_MAX + ROW_SLACK];
+        let row_all = &mut row_buf[..nc + ROW_SLACK];
 
         // The input rows the panel's output rows read, in channel `c` (a hint only: any
         // address is harmless).
@@ -239,6 +241,7 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
                     zero_columns::<NR>(dst, pp, kc, nc, ox_first, ow, &xs);
                 }
             } else if linear {
+                let row = &mut row_all[..nc];
                 // The same run, but the panel reaches output rows whose input row is in the
                 // top or bottom padding, or the run would start before or end after the plane
                 // (those positions are padding columns): copy the part inside, zero the rest.
@@ -266,29 +269,36 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
                 let (mut oy, mut ox0) = (oy_first, ox_first);
                 while j < nc {
                     let ox1 = ow.min(ox0 + nc - j);
-                    let line = &mut row[j..j + ox1 - ox0];
+                    let width = ox1 - ox0;
+                    // Every write below may run past its part of the row, into parts
+                    // written after it (or the slack), never into one already final.
                     if !ys.contains(&oy) || xs.is_empty() {
-                        fill_zero(line);
+                        zero_over(self.s, &mut row_all[j..], width);
                     } else {
                         // Columns ox0..ox1 of this output row: zeros, the valid part, zeros.
                         let v0 = xs.start.clamp(ox0, ox1);
                         let v1 = xs.end.clamp(v0, ox1);
-                        let (head, rest) = line.split_at_mut(v0 - ox0);
-                        let (mid, tail) = rest.split_at_mut(v1 - v0);
-                        fill_zero(head);
-                        fill_zero(tail);
-                        if !mid.is_empty() {
+                        let (mid0, mid1) = (j + v0 - ox0, j + v1 - ox0);
+                        zero_over(self.s, &mut row_all[j..], mid0 - j);
+                        if mid1 > mid0 {
                             let iy = (oy * sh) as isize + row_off;
                             let ix = (v0 * sw) as isize + col_off;
                             let at = iy as usize * p.w + ix as usize;
-                            gather(self.s, mid, &plane[at..], sw);
+                            gather_over(
+                                self.s,
+                                &mut row_all[mid0..],
+                                mid1 - mid0,
+                                &plane[at..],
+                                sw,
+                            );
                         }
+                        zero_over(self.s, &mut row_all[mid1..], j + width - mid1);
                     }
-                    j += ox1 - ox0;
+                    j += width;
                     oy += 1;
                     ox0 = 0;
                 }
-                scatter_row::<NR>(row, pp, kc, dst);
+                scatter_row::<NR>(&row_all[..nc], pp, kc, dst);
             }
             // Next (ci, ky, kx). On each new channel, start fetching the input rows the panel
             // will read from the channel after it.
@@ -354,6 +364,68 @@ fn zero_row_columns(row: &mut [f32], ox_first: usize, ow: usize, xs: &Range<usiz
 fn fill_zero(d: &mut [f32]) {
     for x in d {
         *x = 0.0;
+    }
+}
+
+/// Floats a row buffer holds past its columns for [`gather_over`] and [`zero_over`]: the
+/// widest vector.
+const ROW_SLACK: usize = 16;
+
+/// Zeros `dst[..len]` in whole vectors, so `dst[len..]` (at least [`ROW_SLACK`] floats of
+/// it) may be overwritten too. The runs are short (a row's padding columns, mostly one or
+/// none): a plain loop became a `memset` call per run, which cost more than the zeros.
+#[inline(always)]
+fn zero_over<S: Lanes>(s: S, dst: &mut [f32], len: usize) {
+    const { assert!(S::N <= ROW_SLACK) };
+    if len == 0 {
+        return;
+    }
+    // A real check: the stores below go through a raw pointer.
+    assert!(dst.len() + 1 >= len + S::N);
+    let mut i = 0;
+    while i < len {
+        // SAFETY: `i < len`, so `dst[i..i + N]` is in bounds (checked above).
+        unsafe { s.store(dst.as_mut_ptr().add(i), s.zero()) };
+        i += S::N;
+    }
+}
+
+/// `dst[i] = src[i * stride]` for `i < len`, where `dst[len..]` (at least [`ROW_SLACK`]
+/// floats of it) may be overwritten with anything: a stride-2 gather ends with a whole, masked
+/// vector instead of up to `N - 1` scalar copies (the 28-, 14- and 7-wide output rows of
+/// ResNet-50's strided convolutions are mostly that end).
+#[inline(always)]
+fn gather_over<S: Lanes>(s: S, dst: &mut [f32], len: usize, src: &[f32], stride: usize) {
+    if stride != 2 || len == 0 {
+        gather(s, &mut dst[..len], src, stride);
+        return;
+    }
+    const { assert!(S::N <= ROW_SLACK) };
+    let n = S::N;
+    // Real checks: the vector stores and loads below go through raw pointers.
+    assert!(dst.len() + 1 >= len + n && src.len() > 2 * (len - 1));
+    let mut i = 0;
+    while i + n <= len && 2 * (i + n) <= src.len() {
+        // SAFETY: `dst[i..i + N]` and `src[2i..2i + 2N]` are in bounds (the loop condition).
+        unsafe {
+            s.store(
+                dst.as_mut_ptr().add(i),
+                s.load_even(src.as_ptr().add(2 * i)),
+            )
+        };
+        i += n;
+    }
+    while i < len {
+        let r = (len - i).min(n);
+        // SAFETY: `src[2i..2i + 2r - 1]` is in bounds (`2 (len - 1) < src.len()`, checked
+        // above), and so is `dst[i..i + N]` (`i < len` and `len - 1 + N <= dst.len()`).
+        unsafe {
+            s.store(
+                dst.as_mut_ptr().add(i),
+                s.load_even_first(src.as_ptr().add(2 * i), r),
+            )
+        };
+        i += r;
     }
 }
 

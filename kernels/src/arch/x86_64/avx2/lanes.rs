@@ -67,6 +67,14 @@ pub(crate) trait Lanes: Copy {
     ///
     /// `p..p + 2N` is readable.
     unsafe fn load_even(self, p: *const f32) -> Self::V;
+    /// The first `n <= N` lanes of [`load_even`](Self::load_even) (`p[0], p[2], ..,
+    /// p[2n - 2]`), the others zero, reading only `p[0..2n - 1]`: the ragged end of a
+    /// stride-2 gather.
+    ///
+    /// # Safety
+    ///
+    /// `p..p + 2n - 1` is readable.
+    unsafe fn load_even_first(self, p: *const f32, n: usize) -> Self::V;
     /// Loads one float into every lane.
     ///
     /// # Safety
@@ -227,6 +235,23 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    unsafe fn load_even_first(self, p: *const f32, n: usize) -> __m256 {
+        let len = (2 * n).saturating_sub(1);
+        // SAFETY: the masked loads touch only `p[0..len]`, which the caller guarantees are
+        // readable (the second pointer is formed with `wrapping_add`, and with an empty mask
+        // nothing is read through it); features as in `mask8`.
+        unsafe {
+            let lo = _mm256_maskload_ps(p, mask8(self, len.min(8)));
+            let hi = _mm256_maskload_ps(p.wrapping_add(8), mask8(self, len.saturating_sub(8)));
+            // As in `load_even`. Lane `i >= n` picks float `2i >= 2n > len`, never loaded, so
+            // it is zero.
+            let even = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
+                even,
+            )))
+        }
+    }
+    #[inline(always)]
     unsafe fn broadcast(self, p: *const f32) -> __m256 {
         // SAFETY: the caller guarantees `p` is readable; features as in `mask8`.
         unsafe { _mm256_broadcast_ss(&*p) }
@@ -301,6 +326,11 @@ impl<const N: usize> Lanes for Emu<N> {
     unsafe fn load_even(self, p: *const f32) -> [f32; N] {
         // SAFETY: the caller guarantees `2N` floats; only the even ones are read.
         core::array::from_fn(|i| unsafe { *p.add(2 * i) })
+    }
+    unsafe fn load_even_first(self, p: *const f32, n: usize) -> [f32; N] {
+        assert!(n <= N, "load_even_first of more than a vector");
+        // SAFETY: the caller guarantees `p[0..2n - 1]`; only the even ones below it are read.
+        core::array::from_fn(|i| if i < n { unsafe { *p.add(2 * i) } } else { 0.0 })
     }
     unsafe fn broadcast(self, p: *const f32) -> [f32; N] {
         // SAFETY: the caller guarantees `p` is readable.

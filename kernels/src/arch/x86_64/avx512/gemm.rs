@@ -123,6 +123,24 @@ impl Lanes for Avx512 {
         }
     }
     #[inline(always)]
+    unsafe fn load_even_first(self, p: *const f32, n: usize) -> __m512 {
+        let len = (2 * n).saturating_sub(1);
+        let lo_mask = ((1u32 << len.min(16)) - 1) as __mmask16;
+        let hi_mask = ((1u32 << len.saturating_sub(16).min(16)) - 1) as __mmask16;
+        // SAFETY: masked-off lanes are neither read nor able to fault, and the caller
+        // guarantees `p[0..len]` (the second pointer is formed with `wrapping_add`); features
+        // as for the impl.
+        unsafe {
+            let (lo, hi) = (
+                _mm512_maskz_loadu_ps(lo_mask, p),
+                _mm512_maskz_loadu_ps(hi_mask, p.wrapping_add(16)),
+            );
+            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            // Lane `i >= n` picks float `2i >= 2n > len`, never loaded, so it is zero.
+            _mm512_permutex2var_ps(lo, even, hi)
+        }
+    }
+    #[inline(always)]
     unsafe fn broadcast(self, p: *const f32) -> __m512 {
         // SAFETY: the caller guarantees `p` is readable; features as for the impl.
         unsafe { _mm512_set1_ps(*p) }
