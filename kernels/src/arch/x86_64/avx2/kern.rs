@@ -10,8 +10,9 @@
 //!     for i in 0..R:
 //!         a = broadcast sliver[i, p]
 //!         acc[i][0] += a * b0; acc[i][1] += a * b1
-//! for each accumulator: (+ C on later depth blocks), on the last block + bias and the
-//! activation in registers, store; sigmoid / tanh then per element with `Activation::apply`
+//! for each accumulator: (+ C on later depth blocks), on the last block + bias, + the
+//! residual if any, and the activation in registers, store; sigmoid / tanh then per element
+//! with `Activation::apply`
 //! ```
 //!
 //! With `R * 2` independent accumulators (12 for AVX2, 24 for AVX-512) the FMA latency is
@@ -182,7 +183,8 @@ pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: u
 ) {
     let n = S::N;
     let nr = W * n;
-    let epilogue = t.last && !matches!((t.bias, t.act), (TileBias::None, Activation::None));
+    let epilogue = t.last
+        && (!t.res.is_null() || !matches!((t.bias, t.act), (TileBias::None, Activation::None)));
     // One row of the tile to C. Kept small (no scalar loop inside) so that it unrolls and the
     // accumulators never need a home in memory. The `match`es per vector are on loop
     // invariants and predict well; hoisting them into one copy of the loop per case measured
@@ -211,7 +213,12 @@ pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: u
                             TileBias::Col(bias) => s.load(bias.add(n * v)),
                         }
                     };
-                    x = act_vec(s, s.add(x, bias), t.act);
+                    x = s.add(x, bias);
+                    if !t.res.is_null() {
+                        // SAFETY: the residual is laid out as C (the tile's contract).
+                        x = s.add(x, unsafe { s.load(t.res.wrapping_add(i * t.ldc + n * v)) });
+                    }
+                    x = act_vec(s, x, t.act);
                 }
                 // SAFETY: as for the load above.
                 unsafe { s.store(dst, x) };
@@ -346,7 +353,11 @@ unsafe fn dot_group<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile, j0
                     y += *dst;
                 }
                 if t.last {
-                    y = t.act.apply(y + t.bias.at(i, j));
+                    y += t.bias.at(i, j);
+                    if !t.res.is_null() {
+                        y += *t.res.add(i * t.ldc + j);
+                    }
+                    y = t.act.apply(y);
                 }
                 *dst = y;
             }
@@ -632,6 +643,7 @@ mod tests {
             c: &mut c,
             ldc: n,
             bias: Bias::None,
+            res: None,
             act: Activation::None,
         };
         // SAFETY: the emulation needs no CPU features.
@@ -714,6 +726,7 @@ mod tests {
             c: &mut packed,
             ldc: n_out,
             bias: bias.map_or(Bias::None, Bias::Col),
+            res: None,
             act,
         };
         // SAFETY: the emulation needs no CPU features.
@@ -812,8 +825,8 @@ mod tests {
             let (x, w, b) = (&input[..], &weight[..], Some(&bias[..]));
             // SAFETY: the emulation needs no CPU features.
             unsafe {
-                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, act, &mut got8);
-                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, act, &mut got16);
+                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, None, act, &mut got8);
+                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, None, act, &mut got16);
             }
             close(&got8, &want, &std::format!("emu8 {p:?}"));
             close(&got16, &want, &std::format!("emu16 {p:?}"));
