@@ -110,7 +110,17 @@ pub fn conv2d_res(
     out: &mut [f32],
 ) {
     p.check_residual(residual);
-    conv2d_with(gemm, p, input, weight, bias, Some(residual), act, scratch, out);
+    conv2d_with(
+        gemm,
+        p,
+        input,
+        weight,
+        bias,
+        Some(residual),
+        act,
+        scratch,
+        out,
+    );
 }
 
 /// [`conv2d`] (or, with `residual`, [`conv2d_res`]) with the pointwise and im2col products

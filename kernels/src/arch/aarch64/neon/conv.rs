@@ -122,8 +122,9 @@ unsafe fn conv2d_neon(
         return;
     }
     let group_bias = |g: usize| bias.map(|b| &b[g * cog..(g + 1) * cog]);
-    let group_res =
-        |n: usize, g: usize| res.map(|r| &r[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane]);
+    let group_res = |n: usize, g: usize| {
+        res.map(|r| &r[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane])
+    };
     if p.is_pointwise() {
         debug_assert!(p.out_h == p.h && p.out_w == p.w, "conv2d: 1x1 output size");
         for n in 0..p.batch {
@@ -131,7 +132,17 @@ unsafe fn conv2d_neon(
                 let src = &input[(n * p.c_in + g * cig) * in_plane..][..cig * in_plane];
                 let w = &weight[g * cog * k..][..cog * k];
                 let dst = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
-                gemm_fused(cog, out_plane, cig, w, src, dst, group_bias(g), group_res(n, g), act);
+                gemm_fused(
+                    cog,
+                    out_plane,
+                    cig,
+                    w,
+                    src,
+                    dst,
+                    group_bias(g),
+                    group_res(n, g),
+                    act,
+                );
             }
         }
     } else {
@@ -142,7 +153,17 @@ unsafe fn conv2d_neon(
                 im2col(p, cig, src, cols);
                 let w = &weight[g * cog * k..][..cog * k];
                 let dst = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
-                gemm_fused(cog, out_plane, k, w, cols, dst, group_bias(g), group_res(n, g), act);
+                gemm_fused(
+                    cog,
+                    out_plane,
+                    k,
+                    w,
+                    cols,
+                    dst,
+                    group_bias(g),
+                    group_res(n, g),
+                    act,
+                );
             }
         }
     }

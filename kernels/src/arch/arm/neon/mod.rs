@@ -53,7 +53,15 @@ fn conv2d(
     // The portable checks are `debug_assert!`s, whose products wrap in release builds.
     p.check_operands(input, weight, bias, out);
     crate::arch::portable::conv::conv2d_with(
-        gemm::gemm, p, input, weight, bias, None, act, scratch, out,
+        gemm::gemm,
+        p,
+        input,
+        weight,
+        bias,
+        None,
+        act,
+        scratch,
+        out,
     );
 }
 

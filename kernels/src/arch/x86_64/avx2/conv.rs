@@ -106,7 +106,17 @@ pub(crate) fn conv2d_res_par(
     out: &mut [f32],
 ) {
     p.check_residual(residual);
-    conv2d_any(par, p, input, weight, bias, Some(residual), act, scratch, out);
+    conv2d_any(
+        par,
+        p,
+        input,
+        weight,
+        bias,
+        Some(residual),
+        act,
+        scratch,
+        out,
+    );
 }
 
 #[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
