@@ -157,7 +157,8 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
     unsafe { finish::<S, R, W, R>(s, t, acc) };
 }
 
-/// Starts fetching the tile's rows of C: its loads (on later depth blocks) and stores come
+/// Starts fetching the tile's rows of C (and, on the last depth block, of the residual): its
+/// loads (on later depth blocks) and stores come
 /// after the reduction, and its rows are far apart in memory.
 #[inline(always)]
 pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
@@ -165,6 +166,15 @@ pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
         let c_row = t.c.wrapping_add(i * t.ldc);
         s.prefetch(c_row);
         s.prefetch(c_row.wrapping_add(cols - 1));
+    }
+    // The residual's rows, read by the epilogue: as far apart, and often not in cache either
+    // (the value was computed a few layers ago).
+    if t.last && !t.res.is_null() {
+        for i in 0..rows {
+            let r_row = t.res.wrapping_add(i * t.ldc);
+            s.prefetch(r_row);
+            s.prefetch(r_row.wrapping_add(cols - 1));
+        }
     }
 }
 
