@@ -167,13 +167,17 @@ pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
         s.prefetch(c_row);
         s.prefetch(c_row.wrapping_add(cols - 1));
     }
-    // The residual's rows, read by the epilogue: as far apart, and often not in cache either
-    // (the value was computed a few layers ago).
+    // The residual's rows, read by the epilogue: as far apart, and often only in L3 (the value
+    // was computed a few layers ago), too far for one tile's reduction to hide: this tile's
+    // and the next one's (the same rows, the next columns; past the panel's end it is the
+    // next panel's, or nothing anyone reads, which a prefetch may touch).
     if t.last && !t.res.is_null() {
         for i in 0..rows {
             let r_row = t.res.wrapping_add(i * t.ldc);
             s.prefetch(r_row);
             s.prefetch(r_row.wrapping_add(cols - 1));
+            s.prefetch(r_row.wrapping_add(cols));
+            s.prefetch(r_row.wrapping_add(2 * cols - 1));
         }
     }
 }
