@@ -2,8 +2,8 @@
 
 kiln compiles networks written in its DSL at compile time, so the only way to know
 that the generated code computes the right numbers is to run the same network in an
-independent engine.  This script builds four small networks (`mlp`, `lenet`,
-`block`, `wino`, `deep`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
+independent engine.  This script builds six small networks (`mlp`, `lenet`,
+`block`, `wino`, `deep`, `residual`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
 optimisations disabled (so it computes exactly the graph we wrote, not a fused
 rewrite of it), and writes, for each network NAME, into `tests/data/`:
 
@@ -430,6 +430,52 @@ def build_deep():
     return model, x, h, p.tensors
 
 
+def build_residual():
+    """Residual blocks (kiln fuses each Add into the convolution feeding it): an im2col grouped
+    convolution plus the input, then ReLU; a pointwise convolution with a batch norm plus an
+    earlier value, then ReLU6; two convolutions added together; a convolution deeper
+    than one GEMM depth block plus a sigmoid branch, then tanh."""
+    p = Params(seed=1005)
+    p.conv("c1", 100, 8, 1, 1, bias=False)
+    p.batch_norm("bn1", 100)
+    p.conv("c3", 8, 50, 3, 3, bias=True)
+    p.conv("c4", 100, 8, 1, 1, bias=False)
+    p.batch_norm("bn4", 100)
+    p.conv("c5", 8, 50, 3, 3, bias=True)
+    p.conv("c6", 8, 50, 3, 3, bias=True)
+    p.conv("c2", 16, 100, 3, 3, bias=True)
+    p.conv("c7", 16, 100, 3, 3, bias=True)
+    p.dense("head", 24, 10)
+    x = p.input((1, 8, 10, 10))
+
+    g = Graph(p)
+    same = (1, 1, 1, 1)
+    a = g.op("Relu", [g.batch_norm(g.conv("x", "c1"), "bn1")])
+    c = g.op("Relu", [g.op("Add", [g.conv(a, "c3", pads=same, group=2), "x"])])
+    q = g.batch_norm(g.conv(c, "c4"), "bn4")
+    q = g.clip(g.op("Add", [q, a]), 0.0, 6.0)
+    s = g.op("Add", [g.conv(q, "c5", pads=same, group=2), g.conv(a, "c6", pads=same, group=2)])
+    u = g.op("Sigmoid", [g.conv(a, "c7", pads=same)])
+    b = g.op("Tanh", [g.op("Add", [g.conv(q, "c2", pads=same), u])])
+    d = g.op("Concat", [b, s], axis=1)
+    h = g.op("Flatten", [g.op("GlobalAveragePool", [d])], axis=1)
+    h = g.dense(h, "head")
+    model = g.model("residual", x.shape, "x", h, (1, 10))
+
+    x64 = x.astype(np.float64)
+    a = relu(ref_bn(ref_conv(x64, p["c1.weight"]), p, "bn1"))
+    c = relu(ref_conv(a, p["c3.weight"], p["c3.bias"], pads=same, group=2) + x64)
+    q = np.clip(ref_bn(ref_conv(c, p["c4.weight"]), p, "bn4") + a, 0.0, 6.0)
+    s = (ref_conv(q, p["c5.weight"], p["c5.bias"], pads=same, group=2)
+         + ref_conv(a, p["c6.weight"], p["c6.bias"], pads=same, group=2))
+    u = sigmoid(ref_conv(a, p["c7.weight"], p["c7.bias"], pads=same))
+    b = np.tanh(ref_conv(q, p["c2.weight"], p["c2.bias"], pads=same) + u)
+    d = np.concatenate([b, s], axis=1)
+    assert d.shape == (1, 24, 10, 10)
+    h = ref_dense(d.mean(axis=(2, 3)), p, "head")
+    return model, x, h, p.tensors
+
+
 # --------------------------------------------------------------------------------------
 # Running and writing
 # --------------------------------------------------------------------------------------
@@ -457,7 +503,7 @@ def main() -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     for name, build in (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block),
                         ("wino", build_wino),
-                        ("deep", build_deep)):
+                        ("deep", build_deep), ("residual", build_residual)):
         model, x, ref, weights = build()
         y = run_onnxruntime(model, x)
         assert y.shape == ref.shape, f"{name}: onnxruntime shape {y.shape} vs reference {ref.shape}"

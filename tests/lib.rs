@@ -90,6 +90,51 @@ kiln::network! {
     }
 }
 
+/// Residual blocks (`scripts/gen_testdata.py`'s `residual`), written twice: with `add`, which the
+/// compiler fuses into the convolution feeding it (its GEMM epilogue adds the other operand),
+/// and with `add_`, which it never fuses (a declared in-place op keeps its own kernel), so
+/// `tests/fusion.rs` can compare the fused network with onnxruntime and with the unfused one.
+/// The cases: an im2col grouped convolution plus the network's input, then ReLU; a pointwise
+/// one after a folded batch norm, then ReLU6; two convolutions added together (the later one,
+/// the `add`'s second operand, takes the first as its residual); a convolution deeper than one
+/// GEMM depth block (`c2`, `k = 900`) plus a branch with a sigmoid, then tanh.
+macro_rules! residual_net {
+    ($(#[$doc:meta])* $name:ident, $add:ident) => {
+        kiln::network! {
+            $(#[$doc])*
+            pub net $name(x: fm<8xf32[10,10]>) -> vec<10xf32> {
+                weights "data/residual.safetensors";
+                let a = conv2d(x, c1: weights<8 -> 1x1xf32 -> 100>, bias = false);
+                let a = batch_norm(a, bn1: norm<100xf32>).relu();
+                let c = conv2d(a, c3: weights<100 -> 3x3xf32 -> 8>, groups = 2, pad = 1);
+                let c = $add(c, x).relu();
+                let q = conv2d(c, c4: weights<8 -> 1x1xf32 -> 100>, bias = false);
+                let q = batch_norm(q, bn4: norm<100xf32>);
+                let q = $add(q, a).relu6();
+                let s = conv2d(q, c5: weights<100 -> 3x3xf32 -> 8>, groups = 2, pad = 1);
+                let t = conv2d(a, c6: weights<100 -> 3x3xf32 -> 8>, groups = 2, pad = 1);
+                let s = $add(s, t);
+                let u = conv2d(a, c7: weights<100 -> 3x3xf32 -> 16>, pad = 1).sigmoid();
+                let b = conv2d(q, c2: weights<100 -> 3x3xf32 -> 16>, pad = 1);
+                let b = $add(b, u).tanh();
+                let d = concat(b, s);
+                dense(flatten(global_avg_pool(d)), head: weights<24 -> 10>)
+            }
+        }
+    };
+}
+
+residual_net!(
+    /// The residual blocks with their `add`s fused into the convolutions.
+    Residual,
+    add
+);
+residual_net!(
+    /// The same blocks with every `add` a separate (in-place) op.
+    ResidualUnfused,
+    add_
+);
+
 kiln::network! {
     /// Two 3x3 stride-1 convolutions the compiler runs with Winograd F(4x4, 3x3) (64 channels,
     /// at least 49 output tiles): a folded batch norm and a ReLU on the first, asymmetric

@@ -67,12 +67,12 @@ mod testutil;
 
 pub use arch::portable::{
     avg_pool2d, avg_pool3d, batch_norm_scale_shift, binary, binary_inplace, binary_nd, cast,
-    cast_to_bool, compare_nd, conv2d, conv3d, conv_transpose, copy_from_axis, copy_into_axis,
-    copy_into_channels, dense, expand, fold_batch_norm, gather, gemm, global_avg_pool, log_softmax,
-    log_softmax_inplace, matmul, matmul_f64, max_pool2d, max_pool3d, nonzero, nonzero_count, pad2d,
-    pad_nd, pow_nd, range, reduce, scale_shift, scale_shift_inplace, slice, softmax,
-    softmax_inplace, transpose, unary, unary_inplace, unary_math, unary_math_inplace, where_nd,
-    GemmFn,
+    cast_to_bool, compare_nd, conv2d, conv2d_res, conv3d, conv_transpose, copy_from_axis,
+    copy_into_axis, copy_into_channels, dense, expand, fold_batch_norm, gather, gemm,
+    global_avg_pool, log_softmax, log_softmax_inplace, matmul, matmul_f64, max_pool2d, max_pool3d,
+    nonzero, nonzero_count, pad2d, pad_nd, pow_nd, range, reduce, scale_shift, scale_shift_inplace,
+    slice, softmax, softmax_inplace, transpose, unary, unary_inplace, unary_math,
+    unary_math_inplace, where_nd, GemmFn,
 };
 pub use dtype::{Element, GatherIndex, Num};
 pub use pack::WeightLayout;
@@ -82,7 +82,9 @@ pub use params::{
     WhereNd,
 };
 pub use split::MIN_PARALLEL_ELEMENTS;
-pub use table::{best, detect, for_isa, ConvParFn, Isa, Kernels, ParEntries, PORTABLE};
+pub use table::{
+    best, detect, for_isa, ConvParFn, ConvResFn, ConvResParFn, Isa, Kernels, ParEntries, PORTABLE,
+};
 
 /// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel
 /// (the table's `conv2d_winograd` entry is each ISA's version of it).

@@ -186,6 +186,18 @@ impl Conv2d {
         );
     }
 
+    /// Checks, in release builds too, that a residual operand ([`conv2d_res`](crate::conv2d_res))
+    /// is as long as the output. Panics otherwise.
+    pub(crate) fn check_residual(&self, residual: &[f32]) {
+        assert!(
+            holds(
+                residual.len(),
+                &[self.batch, self.c_out, self.out_h, self.out_w]
+            ),
+            "conv2d: short residual for {self:?}"
+        );
+    }
+
     /// The first branch of [`scratch_len`](Self::scratch_len): a 1x1 kernel that reads the
     /// input exactly as laid out, so the input already is the GEMM's right-hand matrix.
     pub(crate) const fn is_pointwise(&self) -> bool {

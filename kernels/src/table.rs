@@ -78,6 +78,10 @@ pub struct Kernels {
     pub weights: WeightLayout,
     pub gemm: fn(usize, usize, usize, &[f32], &[f32], &mut [f32]),
     pub conv2d: fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
+    /// [`crate::conv2d_res`]: `conv2d` with a residual operand laid out as `out`, added in the
+    /// epilogue after the bias and before the activation. Reads the weights in `weights`'
+    /// layout, like `conv2d`.
+    pub conv2d_res: ConvResFn,
     /// [`crate::winograd::conv2d`]: weights already through `winograd::transform_filter`.
     pub conv2d_winograd:
         fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
@@ -108,12 +112,31 @@ pub struct Kernels {
 pub struct ParEntries {
     pub gemm: fn(&dyn Parallel, usize, usize, usize, &[f32], &[f32], &mut [f32]),
     pub conv2d: ConvParFn,
+    pub conv2d_res: ConvResParFn,
     pub conv2d_winograd: ConvParFn,
 }
 
 /// A convolution entry with threads: `conv2d`'s arguments after the [`Parallel`].
 pub type ConvParFn =
     fn(&dyn Parallel, &Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]);
+
+/// [`Kernels::conv2d_res`]: `conv2d`'s arguments with the residual after the bias.
+pub type ConvResFn =
+    fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, &[f32], Activation, &mut [f32], &mut [f32]);
+
+/// A residual convolution entry with threads: [`ConvResFn`]'s arguments after the [`Parallel`].
+#[allow(clippy::type_complexity)] // The entry's signature, spelled out.
+pub type ConvResParFn = fn(
+    &dyn Parallel,
+    &Conv2d,
+    &[f32],
+    &[f32],
+    Option<&[f32]>,
+    &[f32],
+    Activation,
+    &mut [f32],
+    &mut [f32],
+);
 
 impl Kernels {
     /// `gemm` on `par`'s threads where this table can split it, else on the calling thread.
@@ -157,6 +180,30 @@ impl Kernels {
         }
     }
 
+    /// `conv2d_res` on `par`'s threads where this table can split it, else on the calling
+    /// thread.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2d_res_on(
+        &self,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        input: &[f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        residual: &[f32],
+        act: Activation,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        match self.par {
+            Some(e) if par.threads() > 1 => {
+                (e.conv2d_res)(par, p, input, weight, bias, residual, act, scratch, out)
+            }
+            _ => (self.conv2d_res)(p, input, weight, bias, residual, act, scratch, out),
+        }
+    }
+
     /// `conv2d_winograd` on `par`'s threads where this table can split it, else on the
     /// calling thread.
     #[inline]
@@ -189,6 +236,7 @@ pub const PORTABLE: Kernels = {
         weights: WeightLayout::Rows,
         gemm: p::gemm,
         conv2d: p::conv2d,
+        conv2d_res: p::conv2d_res,
         conv2d_winograd: p::winograd::conv2d,
         dense: p::dense,
         unary: p::unary,

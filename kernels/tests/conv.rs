@@ -8,6 +8,10 @@
 //! register blocks, so row slivers and ragged column tails are exercised. Each case runs with
 //! and without a bias and with a random activation. Results must match `PORTABLE` to a relative
 //! 1e-4 (the accumulation order differs).
+//!
+//! `conv2d_res` (a residual operand added in the epilogue) must give, on every table and to the
+//! bit, what the unfused graph computes: the table's own `conv2d` with no activation, then
+//! `act(y + r)` per element (`Activation::apply`).
 
 mod common;
 
@@ -227,8 +231,66 @@ fn check(p: &Conv2d, with_bias: bool, act: Activation, seed: u64) -> Result<(), 
     Ok(())
 }
 
+/// `conv2d_res` on every table (the reference included) against the same table's `conv2d`
+/// followed by the residual `add` and the activation, to the bit.
+fn check_res(p: &Conv2d, with_bias: bool, act: Activation, seed: u64) -> Result<(), TestCaseError> {
+    let input = data(p.batch * p.c_in * p.h * p.w, seed);
+    let weight = data(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, seed ^ 1);
+    let bias = data(p.c_out, seed ^ 2);
+    let bias = with_bias.then_some(&bias[..]);
+    let out_len = p.batch * p.c_out * p.out_h * p.out_w;
+    let res = data(out_len, seed ^ 3);
+    let mut tables = vec![PORTABLE];
+    tables.extend(common::isas("conv2d_res"));
+    for kt in tables {
+        let weight = prepared(&kt, p, &weight);
+        let mut scratch = vec![f32::NAN; p.scratch_len()];
+        let mut want = vec![7.0f32; out_len + 1];
+        (kt.conv2d)(
+            p,
+            &input,
+            &weight,
+            bias,
+            Activation::None,
+            &mut scratch,
+            &mut want,
+        );
+        for (y, &r) in want.iter_mut().zip(&res) {
+            *y = act.apply(*y + r);
+        }
+        let mut scratch = vec![f32::NAN; p.scratch_len()];
+        let mut got = vec![7.0f32; out_len + 1];
+        (kt.conv2d_res)(p, &input, &weight, bias, &res, act, &mut scratch, &mut got);
+        let differ = got
+            .iter()
+            .zip(&want)
+            .position(|(g, w)| g.to_bits() != w.to_bits());
+        prop_assert!(
+            differ.is_none(),
+            "{:?} {:?} bias {} {:?}: element {:?} of conv2d_res differs from conv2d + add",
+            kt.isa,
+            p,
+            with_bias,
+            act,
+            differ
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(160))]
+
+    #[test]
+    fn conv2d_res_is_conv2d_then_add(
+        case in case(),
+        with_bias in any::<bool>(),
+        act in 0..ACTS.len(),
+        seed in any::<u64>(),
+    ) {
+        let Some(p) = case.conv() else { return Ok(()) };
+        check_res(&p, with_bias, ACTS[act], seed)?;
+    }
 
     #[test]
     fn conv2d_matches_portable(
@@ -269,8 +331,11 @@ fn conv2d_large_shapes_match_portable() {
         // Output rows long enough for whole-vector stride-2 gathers (8 and 16 lanes).
         conv(6, 41, 10, 3, 2, 1),
         conv(9, 39, 14, 1, 2, 0),
+        // A ResNet-50 bottleneck's last 1x1 on a small map: two depth blocks, a residual.
+        conv(512, 7, 40, 1, 1, 0),
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
+        check_res(&p, true, Activation::Relu, 6).unwrap();
     }
 }
 

@@ -220,6 +220,48 @@ fn conv2d_split_matches_one_thread() {
     }
 }
 
+/// `conv2d_res_on` (a residual in the GEMM epilogue) splits like `conv2d_on`: each task reads
+/// the residual of its own part of the output.
+#[test]
+fn conv2d_res_split_matches_one_thread() {
+    for p in [conv(64, 128, 28, 1, 1, 0, 1), conv(48, 40, 30, 5, 1, 2, 1)] {
+        let input = data(p.batch * p.c_in * p.h * p.w, 3);
+        let weight = data(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4);
+        let bias = data(p.c_out, 5);
+        let out_len = p.batch * p.c_out * p.out_h * p.out_w;
+        let res = data(out_len, 6);
+        let mut want = vec![0.0; out_len];
+        let mut scratch = vec![0.0; p.scratch_len()];
+        let act = Activation::Relu;
+        let bias = Some(&bias[..]);
+        (PORTABLE.conv2d_res)(
+            &p,
+            &input,
+            &weight,
+            bias,
+            &res,
+            act,
+            &mut scratch,
+            &mut want,
+        );
+        for kt in tables("conv2d_res_on") {
+            let mut packed = vec![0.0; weight.len()];
+            pack::pack_conv2d(kt.weights, &p, &weight, &mut packed);
+            let what = format!("conv2d_res {p:?}");
+            same_on_threads(
+                &kt,
+                &what,
+                &|par, out| {
+                    let mut scratch = vec![f32::NAN; p.scratch_len()];
+                    kt.conv2d_res_on(par, &p, &input, &packed, bias, &res, act, &mut scratch, out);
+                    assert_close(out, &want, &what);
+                },
+                out_len,
+            );
+        }
+    }
+}
+
 #[test]
 fn winograd_split_matches_one_thread() {
     for p in [conv(64, 64, 28, 3, 1, 1, 1), conv(64, 48, 30, 3, 1, 1, 1)] {

@@ -310,6 +310,7 @@ impl Model<'_> {
                 has_bias,
                 act,
                 kernel,
+                residual,
                 ..
             } => {
                 let geom = self.conv_geom(i);
@@ -322,7 +323,16 @@ impl Model<'_> {
                 } else {
                     quote! { &mut [] }
                 };
-                if let Some(u) = self.params.winograd[i] {
+                if *residual {
+                    // `fuse` gives a residual only to 2-D GEMM convolutions (no Winograd slot,
+                    // no conv3d); its data arguments are the input, then the residual.
+                    let r = &read_args[1];
+                    if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {
+                        quote! { #k::conv2d_res(&#geom, #x, #w, #b, #r, #act, #scratch, out); }
+                    } else {
+                        quote! { __k.conv2d_res_on(__par, &#geom, #x, #w, #b, #r, #act, #scratch, out); }
+                    }
+                } else if let Some(u) = self.params.winograd[i] {
                     let u = range(u);
                     quote! { __k.conv2d_winograd_on(__par, &#geom, #x, &__params[#u], #b, #act, #scratch, out); }
                 } else if kernel.len() == 3 {

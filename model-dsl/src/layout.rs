@@ -364,15 +364,15 @@ pub fn free_concats(g: &Graph) -> FreeConcats {
 /// The arguments an op reads elementwise (the ones its result may overwrite): the data
 /// arguments, not the parameters.
 /// (Broadcasting arithmetic above rank 4 runs the out-of-place `binary_nd` only.)
-fn elementwise_args<'a>(g: &Graph, op: &'a Op) -> &'a [ValueId] {
+fn elementwise_args(g: &Graph, op: &Op) -> Vec<ValueId> {
     match op.kind {
-        OpKind::Binary(_) if !table_binary(g.shape(op.result())) => &[],
+        OpKind::Binary(_) if !table_binary(g.shape(op.result())) => Vec::new(),
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Softmax { .. }
         | OpKind::Math(_)
         | OpKind::BatchNorm { .. } => op.data_args(),
-        _ => &[],
+        _ => Vec::new(),
     }
 }
 
@@ -387,7 +387,7 @@ pub fn table_binary(out: &crate::ir::Shape) -> bool {
 fn reuse_candidates(g: &Graph, op: &Op, slot: &[Option<usize>], values: &[ValueReq]) -> Vec<usize> {
     let out = g.shape(op.result());
     let mut seen = Vec::new();
-    for a in elementwise_args(g, op) {
+    for a in &elementwise_args(g, op) {
         let Some(s) = slot[a.index()] else { continue };
         // A member view sits inside a larger buffer; the in-place result would be placed at
         // the buffer's start, not at the member's bytes.

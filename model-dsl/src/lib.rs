@@ -222,7 +222,7 @@ pub fn pipeline(
                 ir::print::print(&typed),
             ));
         }
-        let graph = fuse::fuse(&typed);
+        let graph = fuse::fuse(&typed, &layout::conv_algo);
         if let Err(msg) = ir::verify::verify(&graph) {
             return Err(internal(
                 &format!("fusion broke the IR: {msg}"),

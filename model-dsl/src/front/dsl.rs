@@ -1304,6 +1304,7 @@ impl Builder<'_> {
             groups,
             has_bias,
             bn: None,
+            residual: false,
             act: Act::None,
         };
         self.add_op(kind, args, span, &[arg1], Some(decl))

@@ -1914,6 +1914,7 @@ impl<'e> Importer<'_, 'e> {
                 groups,
                 has_bias,
                 bn: None,
+                residual: false,
                 act: Act::None,
             },
             args,

@@ -220,8 +220,9 @@ pub enum ReshapeTo {
 /// Operations. Parameters are values: a conv's weights are its second argument.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpKind {
-    /// Args: `x, weight, [bias], [gamma, beta, mean, var]` (the last four once a batch norm has
-    /// been folded in: `bn` holds its epsilon).
+    /// Args: `x, weight, [bias], [gamma, beta, mean, var], [residual]` (the four statistics
+    /// once a batch norm has been folded in: `bn` holds its epsilon; the residual once an
+    /// `add` of the result has been fused in: `residual`).
     /// 1-, 2- or 3-D: `kernel`, `stride` and `dilation` have one size per spatial dimension
     /// of the input (`[N, C, L]`, `[N, C, H, W]`, `[N, C, D, H, W]`).
     Conv {
@@ -234,6 +235,9 @@ pub enum OpKind {
         groups: usize,
         has_bias: bool,
         bn: Option<f32>,
+        /// A residual operand, shaped as the result, is added after the bias and before the
+        /// activation (`fuse`: `act(add(conv(x), r))`); always 2-D, never Winograd or depthwise.
+        residual: bool,
         act: Act,
     },
     /// Transposed convolution, 1-, 2- or 3-D. Args: `x, weight, [bias]`; the weight is
@@ -610,9 +614,13 @@ impl OpKind {
     pub fn arity(&self) -> (Option<usize>, usize) {
         let stats = |bn: &Option<f32>| if bn.is_some() { 4 } else { 0 };
         let n = match self {
-            OpKind::Conv { has_bias, bn, .. } | OpKind::Dense { has_bias, bn, .. } => {
-                2 + usize::from(*has_bias) + stats(bn)
-            }
+            OpKind::Conv {
+                has_bias,
+                bn,
+                residual,
+                ..
+            } => 2 + usize::from(*has_bias) + stats(bn) + usize::from(*residual),
+            OpKind::Dense { has_bias, bn, .. } => 2 + usize::from(*has_bias) + stats(bn),
             OpKind::ConvTranspose { has_bias, .. } => 2 + usize::from(*has_bias),
             OpKind::BatchNorm { .. } => 5,
             OpKind::Binary(_) | OpKind::MatMul | OpKind::Compare(_) | OpKind::Pow => 2,
@@ -671,14 +679,27 @@ impl Op {
         self.results[0]
     }
     /// The arguments that are data rather than weights: a conv's, dense layer's or batch norm's
-    /// first; every argument of the other ops.
-    pub fn data_args(&self) -> &[ValueId] {
+    /// first (and a conv's residual, its last); every argument of the other ops.
+    pub fn data_args(&self) -> Vec<ValueId> {
+        let params = self.param_range();
+        let (before, after) = (&self.args[..params.start], &self.args[params.end..]);
+        before.iter().chain(after).copied().collect()
+    }
+
+    /// The arguments that are parameters (weights, bias, folded statistics): the ones between
+    /// a conv's, dense layer's or batch norm's input and, for a conv, its residual.
+    pub fn param_args(&self) -> &[ValueId] {
+        &self.args[self.param_range()]
+    }
+
+    fn param_range(&self) -> core::ops::Range<usize> {
+        let n = self.args.len();
         match self.kind {
-            OpKind::Conv { .. }
-            | OpKind::ConvTranspose { .. }
-            | OpKind::Dense { .. }
-            | OpKind::BatchNorm { .. } => &self.args[..1],
-            _ => &self.args,
+            OpKind::Conv { residual, .. } => n.min(1)..n - usize::from(residual && n > 1),
+            OpKind::ConvTranspose { .. } | OpKind::Dense { .. } | OpKind::BatchNorm { .. } => {
+                n.min(1)..n
+            }
+            _ => 0..0,
         }
     }
     /// Where the `i`th argument was written, or the op itself.

@@ -126,6 +126,7 @@ impl fmt::Display for Attrs<'_> {
                 groups,
                 has_bias,
                 bn,
+                residual,
                 act: a,
             } => {
                 items.push(format!("c_in={c_in}"));
@@ -137,6 +138,9 @@ impl fmt::Display for Attrs<'_> {
                 items.push(format!("bias={has_bias}"));
                 if let Some(eps) = bn {
                     items.push(format!("bn_eps={eps:?}"));
+                }
+                if *residual {
+                    items.push("residual".to_string());
                 }
                 act(a, &mut items);
             }

@@ -58,7 +58,7 @@ pub fn verify(g: &Graph) -> Result<(), String> {
                 ));
             }
         }
-        for a in &op.args[op.data_args().len()..] {
+        for a in op.param_args() {
             if !matches!(g.values[a.index()].producer, Producer::Param(_)) {
                 return Err(format!(
                     "op {i} ({name}): argument %{} should be a parameter",

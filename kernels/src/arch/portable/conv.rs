@@ -17,10 +17,10 @@
 //!    weights, which are already `[c_out/g, c_in/g*kh*kw]` row-major. The scratch is reused for
 //!    every group and image.
 //!
-//! In every case each output channel plane then goes through the shared epilogue with its bias
-//! and the activation.
+//! In every case each output channel plane then goes through the shared epilogue with its bias,
+//! the residual operand if there is one ([`conv2d_res`]) and the activation.
 
-use super::epilogue::epilogue;
+use super::epilogue::{epilogue, epilogue_res};
 use super::gemm::gemm;
 use super::matmul::GemmFn;
 use crate::{Activation, Conv2d};
@@ -91,19 +91,50 @@ pub fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    conv2d_with(gemm, p, input, weight, bias, act, scratch, out);
+    conv2d_with(gemm, p, input, weight, bias, None, act, scratch, out);
 }
 
-/// [`conv2d`] with the pointwise and im2col products done by `gemm` (same contract as the
-/// portable [`gemm`]: `C = A B`, overwriting `C`). An ISA whose only fast kernel is its GEMM
-/// (32-bit arm's NEON `asm!` tile) gets the whole convolution from it this way.
-#[allow(clippy::too_many_arguments)] // conv2d's contract plus the GEMM.
+/// [`conv2d`] with a residual operand: `out = act(conv(input) + bias + residual)`, where
+/// `residual` is laid out as `out` (`[batch, c_out, out_h, out_w]`) and is added after the bias
+/// and before the activation, plane by plane while the plane is in cache (the compiler's
+/// fusion of `relu(add(conv(x), r))`).
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
+pub fn conv2d_res(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    p.check_residual(residual);
+    conv2d_with(
+        gemm,
+        p,
+        input,
+        weight,
+        bias,
+        Some(residual),
+        act,
+        scratch,
+        out,
+    );
+}
+
+/// [`conv2d`] (or, with `residual`, [`conv2d_res`]) with the pointwise and im2col products
+/// done by `gemm` (same contract as the portable [`gemm`]: `C = A B`, overwriting `C`). An ISA
+/// whose only fast kernel is its GEMM (32-bit arm's NEON `asm!` tile) gets the whole
+/// convolution from it this way.
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the GEMM and the residual.
 pub(crate) fn conv2d_with(
     gemm: GemmFn,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
     bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
     act: Activation,
     scratch: &mut [f32],
     out: &mut [f32],
@@ -135,11 +166,18 @@ pub(crate) fn conv2d_with(
     if out_plane == 0 {
         return;
     }
-    // Bias and activation for the channels `first..` of one image, run right after they are
-    // computed, while they are still in cache.
-    let finish = |dst: &mut [f32], first: usize| {
+    // Bias, residual and activation for the channels `first..` of image `n`, run right after
+    // they are computed, while they are still in cache.
+    let finish = |dst: &mut [f32], n: usize, first: usize| {
         for (c, plane) in (first..).zip(dst.chunks_exact_mut(out_plane)) {
-            epilogue(plane, 1.0, bias.map_or(0.0, |b| b[c]), act);
+            let shift = bias.map_or(0.0, |b| b[c]);
+            match residual {
+                None => epilogue(plane, 1.0, shift, act),
+                Some(r) => {
+                    let r = &r[(n * p.c_out + c) * out_plane..][..out_plane];
+                    epilogue_res(plane, shift, r, act);
+                }
+            }
         }
     };
 
@@ -151,7 +189,7 @@ pub(crate) fn conv2d_with(
                 let w = &weight[g * cog * k..][..cog * k];
                 let dst = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
                 gemm(cog, out_plane, cig, w, src, dst);
-                finish(dst, g * cog);
+                finish(dst, n, g * cog);
             }
         }
     } else if p.is_depthwise() {
@@ -161,7 +199,7 @@ pub(crate) fn conv2d_with(
                 let w = &weight[c * k..][..k];
                 let dst = &mut out[(n * p.c_out + c) * out_plane..][..out_plane];
                 depthwise_plane(p, src, w, dst);
-                finish(dst, c);
+                finish(dst, n, c);
             }
         }
     } else {
@@ -173,7 +211,7 @@ pub(crate) fn conv2d_with(
                 let w = &weight[g * cog * k..][..cog * k];
                 let dst = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
                 gemm(cog, out_plane, k, w, cols, dst);
-                finish(dst, g * cog);
+                finish(dst, n, g * cog);
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The one shared epilogue: `y = act(x * scale + shift)` over a slice.
+//! The one shared epilogue: `y = act(x * scale + shift)` over a slice, and its form with a
+//! residual operand, `y = act((x + shift) + r)`.
 //!
 //! Every kernel that produces values with an optional per-channel affine and an activation
 //! (conv bias, dense bias, folded batch norm, plain activations) finishes through here, so each
@@ -8,7 +9,7 @@
 //! `apply` on a value whose variant is known, so after inlining the per-element `match`
 //! folds away and the loop body is straight-line (and vectorisable for the cheap activations).
 
-use crate::Activation;
+use crate::{Activation, Conv2d};
 
 /// Runs `$body` with `$a` bound to `$act` rebuilt as a value of statically known variant.
 macro_rules! specialise {
@@ -70,6 +71,30 @@ pub(crate) fn epilogue_from(src: &[f32], dst: &mut [f32], scale: f32, shift: f32
     });
 }
 
+/// With a residual: `data[i] = act((data[i] + shift) + res[i])` for `i < data.len()`, the
+/// sums in the order of the unfused graph (the convolution's bias, then the `add`), so a
+/// fused residual gives the same bits as the two passes did.
+#[inline(always)]
+pub(crate) fn epilogue_res(data: &mut [f32], shift: f32, res: &[f32], act: Activation) {
+    debug_assert!(res.len() >= data.len());
+    specialise!(act, a => {
+        for (x, &r) in data.iter_mut().zip(res) {
+            *x = a.apply((*x + shift) + r);
+        }
+    });
+}
+
+/// `out = act(out + res)` over `p`'s output, with `out`'s bias already added: a convolution
+/// with a residual operand whose kernel has no residual epilogue (the depthwise ones, which
+/// the compiler never gives a residual) computes the convolution with no activation, then
+/// this. The caller checked both lengths (`Conv2d::check_operands`, `check_residual`).
+// Unused on 32-bit arm, whose convolution is the portable one (residual in its epilogue).
+#[allow(dead_code)]
+pub(crate) fn add_residual(p: &Conv2d, out: &mut [f32], res: &[f32], act: Activation) {
+    let len = p.batch * p.c_out * p.out_h * p.out_w;
+    epilogue_res(&mut out[..len], 0.0, &res[..len], act);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +137,20 @@ mod tests {
                     want.to_bits(),
                     "{act:?} out of place [{i}]"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn residual_epilogue_adds_bias_then_residual_then_activation() {
+        let mut rng = XorShift::new(2);
+        let (src, res) = (rng.vec(37), rng.vec(37));
+        for act in ACTS {
+            let mut got = src.clone();
+            epilogue_res(&mut got, -0.375, &res, act);
+            for i in 0..src.len() {
+                let want = act.apply((src[i] + -0.375) + res[i]);
+                assert_eq!(got[i].to_bits(), want.to_bits(), "{act:?} [{i}]");
             }
         }
     }

@@ -18,7 +18,7 @@ mod reduce;
 mod shape;
 pub(crate) mod winograd; // `conv2d_with`, for every ISA's entry with its own GEMM.
 
-pub use conv::conv2d;
+pub use conv::{conv2d, conv2d_res};
 pub use conv_nd::{avg_pool3d, conv3d, max_pool3d};
 pub use conv_transpose::conv_transpose;
 pub use copy::{copy_into_channels, pad2d};

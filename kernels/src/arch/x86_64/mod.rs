@@ -43,6 +43,7 @@ macro_rules! gemm_entries {
                 c,
                 ldc: n,
                 bias: Bias::None,
+                res: None,
                 act: Activation::None,
             };
             // SAFETY: the features are available (this function's contract).

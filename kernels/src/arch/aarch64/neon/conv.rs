@@ -34,17 +34,53 @@ pub(crate) fn conv2d(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
+    conv2d_any(p, input, weight, bias, None, act, scratch, out);
+}
+
+/// [`crate::conv2d_res`]: [`conv2d`] with a residual operand added in the GEMM's epilogue.
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
+pub(crate) fn conv2d_res(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    p.check_residual(residual);
+    conv2d_any(p, input, weight, bias, Some(residual), act, scratch, out);
+}
+
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
+fn conv2d_any(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    res: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
     p.check_operands(input, weight, bias, out);
     assert!(
         scratch.len() >= p.scratch_len(),
         "conv2d: scratch too short"
     );
     if !p.is_pointwise() && p.is_depthwise() {
-        depthwise_conv2d(p, input, weight, bias, act, scratch, out);
+        // The depthwise kernels have no residual epilogue (the compiler never fuses one
+        // there): the residual and the activation are a second pass.
+        let act_now = if res.is_some() { Activation::None } else { act };
+        depthwise_conv2d(p, input, weight, bias, act_now, scratch, out);
+        if let Some(r) = res {
+            crate::arch::portable::epilogue::add_residual(p, out, r, act);
+        }
         return;
     }
     // SAFETY: only reachable through a table built after detecting NEON (crate::table).
-    unsafe { conv2d_neon(p, input, weight, bias, act, scratch, out) }
+    unsafe { conv2d_neon(p, input, weight, bias, res, act, scratch, out) }
 }
 
 /// The pointwise and im2col strategies.
@@ -53,11 +89,13 @@ pub(crate) fn conv2d(
 ///
 /// The CPU must support NEON.
 #[target_feature(enable = "neon")]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
 unsafe fn conv2d_neon(
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
     bias: Option<&[f32]>,
+    res: Option<&[f32]>,
     act: Activation,
     scratch: &mut [f32],
     out: &mut [f32],
@@ -84,6 +122,9 @@ unsafe fn conv2d_neon(
         return;
     }
     let group_bias = |g: usize| bias.map(|b| &b[g * cog..(g + 1) * cog]);
+    let group_res = |n: usize, g: usize| {
+        res.map(|r| &r[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane])
+    };
     if p.is_pointwise() {
         debug_assert!(p.out_h == p.h && p.out_w == p.w, "conv2d: 1x1 output size");
         for n in 0..p.batch {
@@ -91,7 +132,17 @@ unsafe fn conv2d_neon(
                 let src = &input[(n * p.c_in + g * cig) * in_plane..][..cig * in_plane];
                 let w = &weight[g * cog * k..][..cog * k];
                 let dst = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
-                gemm_fused(cog, out_plane, cig, w, src, dst, group_bias(g), act);
+                gemm_fused(
+                    cog,
+                    out_plane,
+                    cig,
+                    w,
+                    src,
+                    dst,
+                    group_bias(g),
+                    group_res(n, g),
+                    act,
+                );
             }
         }
     } else {
@@ -102,7 +153,17 @@ unsafe fn conv2d_neon(
                 im2col(p, cig, src, cols);
                 let w = &weight[g * cog * k..][..cog * k];
                 let dst = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
-                gemm_fused(cog, out_plane, k, w, cols, dst, group_bias(g), act);
+                gemm_fused(
+                    cog,
+                    out_plane,
+                    k,
+                    w,
+                    cols,
+                    dst,
+                    group_bias(g),
+                    group_res(n, g),
+                    act,
+                );
             }
         }
     }

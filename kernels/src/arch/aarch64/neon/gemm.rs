@@ -16,7 +16,7 @@
 //!                 8x12 micro-kernel: 24 accumulators; per p, two A and three B vectors,
 //!                 12 `vfmaq_laneq_f32` (B vector times one A lane) -- 29 of 32 registers
 //!                 C tile  = result (first depth block) or C tile += result (later blocks);
-//!                 on the last depth block, the epilogue act(C + bias[row]) on the tile
+//!                 on the last depth block, the epilogue act(C + bias[row] (+ res)) on the tile
 //! ```
 //!
 //! Packing makes every micro-kernel load contiguous and lets the tails be plain zero padding
@@ -28,6 +28,7 @@
 //! portable kernel's (separate multiply and add) by rounding only.
 
 use super::simd::{epilogue, load, store, LANES};
+use crate::arch::portable::epilogue::epilogue_res;
 use crate::len::holds;
 use crate::Activation;
 use core::arch::aarch64::*;
@@ -58,11 +59,12 @@ pub(crate) fn gemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [
 /// The CPU must support NEON.
 #[target_feature(enable = "neon")]
 unsafe fn gemm_neon(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    gemm_fused(m, n, k, a, b, c, None, Activation::None);
+    gemm_fused(m, n, k, a, b, c, None, None, Activation::None);
 }
 
-/// `C = act(A B + bias[row])`: [`gemm`] with the conv epilogue fused into the write-back of the
-/// last depth block (`bias` has one value per row of `C`).
+/// `C = act(A B + bias[row] + res)`: [`gemm`] with the conv epilogue fused into the write-back
+/// of the last depth block (`bias` has one value per row of `C`; `res`, a residual operand,
+/// is `m x n` like `C`).
 #[target_feature(enable = "neon")]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm_fused(
@@ -73,6 +75,7 @@ pub(super) fn gemm_fused(
     b: &[f32],
     c: &mut [f32],
     bias: Option<&[f32]>,
+    res: Option<&[f32]>,
     act: Activation,
 ) {
     if m == 0 || n == 0 {
@@ -81,12 +84,18 @@ pub(super) fn gemm_fused(
     let a = &a[..m * k];
     let b = &b[..k * n];
     let c = &mut c[..m * n];
+    let res = res.map(|r| &r[..m * n]);
     let shift = |row: usize| bias.map_or(0.0, |b| b[row]);
+    // The epilogue of `cols` columns of row `i` of C from column `j`.
+    let finish = |dst: &mut [f32], i: usize, j: usize| match res {
+        None => epilogue(dst, 1.0, shift(i), act),
+        Some(r) => epilogue_res(dst, shift(i), &r[i * n + j..][..dst.len()], act),
+    };
     if k == 0 {
-        // An empty sum: every element is act(0 + bias).
+        // An empty sum: every element is act(0 + bias (+ res)).
         for (i, row) in c.chunks_exact_mut(n).enumerate() {
             row.fill(0.0);
-            epilogue(row, 1.0, shift(i), act);
+            finish(row, i, 0);
         }
         return;
     }
@@ -115,7 +124,7 @@ pub(super) fn gemm_fused(
                         let row = &mut c[(i0 + r) * n + jq..][..nr];
                         write_back(row, &t[..nr], first);
                         if last {
-                            epilogue(row, 1.0, shift(i0 + r), act);
+                            finish(row, i0 + r, jq);
                         }
                     }
                 }

@@ -30,6 +30,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.gemm = gemm::gemm;
     k.dense = gemm::dense;
     k.conv2d = conv::conv2d;
+    k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
     k.unary = eltwise::unary;
     k.unary_inplace = eltwise::unary_inplace;

@@ -2,7 +2,8 @@
 //! them into a table; `crate::table` only calls it after [`super::neon_detected`] said yes.
 //!
 //! What is here: the packed GEMM (`gemm.rs`, a 6x8 `vmla.f32` micro-kernel), `conv2d`, which
-//! is the portable convolution with this GEMM for its pointwise and im2col products (depthwise
+//! (and `conv2d_res`) is the portable convolution with this GEMM for its pointwise and im2col
+//! products (depthwise
 //! stays portable, as does the bias + activation pass over the output), and `dense`
 //! (`dense.rs`, four weight rows per `asm!` dot-product loop). Everything else in the table is
 //! the portable kernel. Correctness is checked under qemu-arm in CI
@@ -20,6 +21,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.gemm = gemm::gemm;
     k.dense = dense::dense;
     k.conv2d = conv2d;
+    k.conv2d_res = conv2d_res;
     k.conv2d_winograd = conv2d_winograd;
 }
 
@@ -50,5 +52,42 @@ fn conv2d(
 ) {
     // The portable checks are `debug_assert!`s, whose products wrap in release builds.
     p.check_operands(input, weight, bias, out);
-    crate::arch::portable::conv::conv2d_with(gemm::gemm, p, input, weight, bias, act, scratch, out);
+    crate::arch::portable::conv::conv2d_with(
+        gemm::gemm,
+        p,
+        input,
+        weight,
+        bias,
+        None,
+        act,
+        scratch,
+        out,
+    );
+}
+
+/// The portable [`conv2d_res`](crate::conv2d_res) with the NEON GEMM underneath; same contract.
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
+fn conv2d_res(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    p.check_operands(input, weight, bias, out);
+    p.check_residual(residual);
+    crate::arch::portable::conv::conv2d_with(
+        gemm::gemm,
+        p,
+        input,
+        weight,
+        bias,
+        Some(residual),
+        act,
+        scratch,
+        out,
+    );
 }

@@ -44,8 +44,9 @@
 //! ([`PanelLayout`]).
 //!
 //! `k` is split into equal blocks of at most `KC`. The first block overwrites `C`, later ones
-//! add to it, and only the last applies the epilogue (bias and activation, with exactly the
-//! semantics of [`Activation::apply`]) while the tile is still in registers.
+//! add to it, and only the last applies the epilogue (bias, then a residual operand if there
+//! is one, then the activation, with exactly the semantics of [`Activation::apply`]) while the
+//! tile is still in registers.
 
 use core::mem::MaybeUninit;
 
@@ -169,9 +170,12 @@ pub(crate) struct Tile {
     pub cols: usize,
     /// Add to `C` (every depth block but the first) instead of overwriting it.
     pub accumulate: bool,
-    /// Apply `bias` and `act` (the last depth block only).
+    /// Apply `bias`, `res` and `act` (the last depth block only).
     pub last: bool,
     pub bias: TileBias,
+    /// If not null, the residual added after the bias: `R[i, j]` at `res + i * ldc + j`
+    /// (laid out as `C`).
+    pub res: *const f32,
     pub act: Activation,
 }
 
@@ -396,6 +400,9 @@ pub(crate) struct Gemm<'a> {
     pub c: &'a mut [f32],
     pub ldc: usize,
     pub bias: Bias<'a>,
+    /// A residual added in the epilogue, after the bias and before the activation, laid out
+    /// as `C` (`R[i, j] = res[i * ldc + j]`).
+    pub res: Option<&'a [f32]>,
     pub act: Activation,
 }
 
@@ -483,6 +490,7 @@ pub(crate) struct Shared<'a> {
     pub c: crate::par::SharedMut<'a>,
     pub ldc: usize,
     pub bias: Bias<'a>,
+    pub res: Option<&'a [f32]>,
     pub act: Activation,
 }
 
@@ -498,6 +506,7 @@ impl<'a> From<Gemm<'a>> for Shared<'a> {
             c: crate::par::SharedMut::new(g.c),
             ldc: g.ldc,
             bias: g.bias,
+            res: g.res,
             act: g.act,
         }
     }
@@ -572,6 +581,7 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
         ref c,
         ldc,
         bias,
+        res,
         act,
     } = *g;
     if m == 0 || n == 0 {
@@ -585,6 +595,10 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     assert!(
         ldc >= n && holds_strided(c.len(), m, ldc, n),
         "gemm: c too short"
+    );
+    assert!(
+        res.is_none_or(|r| holds_strided(r.len(), m, ldc, n)),
+        "gemm: residual too short"
     );
     match bias {
         Bias::None => {}
@@ -691,6 +705,7 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
                             Bias::Col(v) => TileBias::Col(v[j..].as_ptr()),
                             Bias::None => TileBias::None,
                         },
+                        res: res.map_or(core::ptr::null(), |r| r[ir * ldc + j..].as_ptr()),
                         act,
                     };
                     // SAFETY: the caller guarantees the CPU features. The sliver holds
@@ -698,7 +713,7 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
                     // `ir..ir + rows`, columns `pc..pc + kc` of A, checked above); rows
                     // `ir..ir + rows` and columns `j..j + cols` of C are inside the slice
                     // checked above; the micro-panel (`kc x cols`) or the rest (`rest x kc`)
-                    // is inside `panel` (`PanelLayout`); the bias slices were checked to cover m / n. `a_next` is
+                    // is inside `panel` (`PanelLayout`); the bias slices were checked to cover m / n, the residual as C. `a_next` is
                     // only prefetched.
                     unsafe {
                         if q < tiles {

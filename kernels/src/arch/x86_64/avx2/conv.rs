@@ -32,17 +32,19 @@ use crate::{Activation, Conv2d};
 ///
 /// AVX2 and FMA are available.
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
 unsafe fn conv2d_avx2(
     par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
     bias: Option<&[f32]>,
+    res: Option<&[f32]>,
     act: Activation,
     out: &mut [f32],
 ) {
     // SAFETY: AVX2 and FMA are available (this function's contract).
-    unsafe { conv2d_gemm::<Avx2, NR>(Avx2::new(), par, p, input, weight, bias, act, out) }
+    unsafe { conv2d_gemm::<Avx2, NR>(Avx2::new(), par, p, input, weight, bias, res, act, out) }
 }
 
 /// Convolution; see [`crate::conv2d`]. `scratch` is only used by the depthwise branch's
@@ -72,14 +74,77 @@ pub(crate) fn conv2d_par(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
+    conv2d_any(par, p, input, weight, bias, None, act, scratch, out);
+}
+
+/// [`crate::conv2d_res`]: [`conv2d`] with a residual operand added in the GEMM's epilogue.
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
+pub(crate) fn conv2d_res(
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    conv2d_res_par(&Serial, p, input, weight, bias, residual, act, scratch, out);
+}
+
+/// [`conv2d_res`] with its GEMMs split among `par`'s threads.
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
+pub(crate) fn conv2d_res_par(
+    par: &dyn Parallel,
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    p.check_residual(residual);
+    conv2d_any(
+        par,
+        p,
+        input,
+        weight,
+        bias,
+        Some(residual),
+        act,
+        scratch,
+        out,
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
+fn conv2d_any(
+    par: &dyn Parallel,
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    res: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
     p.check_operands(input, weight, bias, out);
     if p.is_depthwise() {
-        super::depthwise::depthwise_conv2d(p, input, weight, bias, act, scratch, out);
+        // The depthwise kernels have no residual epilogue (the compiler never fuses one
+        // there): the residual and the activation are a second pass.
+        let act_now = if res.is_some() { Activation::None } else { act };
+        super::depthwise::depthwise_conv2d(p, input, weight, bias, act_now, scratch, out);
+        if let Some(r) = res {
+            crate::arch::portable::epilogue::add_residual(p, out, r, act);
+        }
         return;
     }
     // SAFETY: only reachable through a table built after detecting avx2 and fma
     // (crate::table).
-    unsafe { conv2d_avx2(par, p, input, weight, bias, act, out) }
+    unsafe { conv2d_avx2(par, p, input, weight, bias, res, act, out) }
 }
 
 winograd_entry!("avx2,fma", super::gemm::gemm);

@@ -145,6 +145,7 @@ unsafe fn dense_avx2(
         c: out,
         ldc: n_out,
         bias: bias.map_or(Bias::None, Bias::Col),
+        res: None,
         act,
     };
     let w = ColMajor {

@@ -37,7 +37,8 @@ use super::lanes::Lanes;
 use crate::par::Parallel;
 use crate::{Activation, Conv2d};
 
-/// The convolution on micro-kernel `K`, for the non-depthwise branches.
+/// The convolution on micro-kernel `K`, for the non-depthwise branches; `res`, a residual
+/// operand laid out as `out`, is added in the GEMM's epilogue.
 ///
 /// Panics if a slice is shorter than the shapes in `p` require.
 ///
@@ -54,6 +55,7 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
     input: &[f32],
     weight: &[f32],
     bias: Option<&[f32]>,
+    res: Option<&[f32]>,
     act: Activation,
     out: &mut [f32],
 ) {
@@ -79,6 +81,7 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
                 c: g_out,
                 ldc: out_plane,
                 bias: bias.map_or(Bias::None, |b| Bias::Row(&b[g * cog..][..cog])),
+                res: res.map(|r| &r[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane]),
                 act,
             };
             // SAFETY: the caller guarantees the CPU features.

@@ -10,8 +10,9 @@
 //!     for i in 0..R:
 //!         a = broadcast sliver[i, p]
 //!         acc[i][0] += a * b0; acc[i][1] += a * b1
-//! for each accumulator: (+ C on later depth blocks), on the last block + bias and the
-//! activation in registers, store; sigmoid / tanh then per element with `Activation::apply`
+//! for each accumulator: (+ C on later depth blocks), on the last block + bias, + the
+//! residual if any, and the activation in registers, store; sigmoid / tanh then per element
+//! with `Activation::apply`
 //! ```
 //!
 //! With `R * 2` independent accumulators (12 for AVX2, 24 for AVX-512) the FMA latency is
@@ -156,7 +157,8 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
     unsafe { finish::<S, R, W, R>(s, t, acc) };
 }
 
-/// Starts fetching the tile's rows of C: its loads (on later depth blocks) and stores come
+/// Starts fetching the tile's rows of C (and, on the last depth block, of the residual): its
+/// loads (on later depth blocks) and stores come
 /// after the reduction, and its rows are far apart in memory.
 #[inline(always)]
 pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
@@ -164,6 +166,19 @@ pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
         let c_row = t.c.wrapping_add(i * t.ldc);
         s.prefetch(c_row);
         s.prefetch(c_row.wrapping_add(cols - 1));
+    }
+    // The residual's rows, read by the epilogue: as far apart, and often only in L3 (the value
+    // was computed a few layers ago), too far for one tile's reduction to hide: this tile's
+    // and the next one's (the same rows, the next columns; past the panel's end it is the
+    // next panel's, or nothing anyone reads, which a prefetch may touch).
+    if t.last && !t.res.is_null() {
+        for i in 0..rows {
+            let r_row = t.res.wrapping_add(i * t.ldc);
+            s.prefetch(r_row);
+            s.prefetch(r_row.wrapping_add(cols - 1));
+            s.prefetch(r_row.wrapping_add(cols));
+            s.prefetch(r_row.wrapping_add(2 * cols - 1));
+        }
     }
 }
 
@@ -182,7 +197,8 @@ pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: u
 ) {
     let n = S::N;
     let nr = W * n;
-    let epilogue = t.last && !matches!((t.bias, t.act), (TileBias::None, Activation::None));
+    let epilogue = t.last
+        && (!t.res.is_null() || !matches!((t.bias, t.act), (TileBias::None, Activation::None)));
     // One row of the tile to C. Kept small (no scalar loop inside) so that it unrolls and the
     // accumulators never need a home in memory. The `match`es per vector are on loop
     // invariants and predict well; hoisting them into one copy of the loop per case measured
@@ -211,7 +227,12 @@ pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: u
                             TileBias::Col(bias) => s.load(bias.add(n * v)),
                         }
                     };
-                    x = act_vec(s, s.add(x, bias), t.act);
+                    x = s.add(x, bias);
+                    if !t.res.is_null() {
+                        // SAFETY: the residual is laid out as C (the tile's contract).
+                        x = s.add(x, unsafe { s.load(t.res.wrapping_add(i * t.ldc + n * v)) });
+                    }
+                    x = act_vec(s, x, t.act);
                 }
                 // SAFETY: as for the load above.
                 unsafe { s.store(dst, x) };
@@ -346,7 +367,11 @@ unsafe fn dot_group<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile, j0
                     y += *dst;
                 }
                 if t.last {
-                    y = t.act.apply(y + t.bias.at(i, j));
+                    y += t.bias.at(i, j);
+                    if !t.res.is_null() {
+                        y += *t.res.add(i * t.ldc + j);
+                    }
+                    y = t.act.apply(y);
                 }
                 *dst = y;
             }
@@ -632,6 +657,7 @@ mod tests {
             c: &mut c,
             ldc: n,
             bias: Bias::None,
+            res: None,
             act: Activation::None,
         };
         // SAFETY: the emulation needs no CPU features.
@@ -714,6 +740,7 @@ mod tests {
             c: &mut packed,
             ldc: n_out,
             bias: bias.map_or(Bias::None, Bias::Col),
+            res: None,
             act,
         };
         // SAFETY: the emulation needs no CPU features.
@@ -812,8 +839,8 @@ mod tests {
             let (x, w, b) = (&input[..], &weight[..], Some(&bias[..]));
             // SAFETY: the emulation needs no CPU features.
             unsafe {
-                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, act, &mut got8);
-                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, act, &mut got16);
+                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, None, act, &mut got8);
+                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, None, act, &mut got16);
             }
             close(&got8, &want, &std::format!("emu8 {p:?}"));
             close(&got16, &want, &std::format!("emu16 {p:?}"));

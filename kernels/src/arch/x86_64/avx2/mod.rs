@@ -23,10 +23,12 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.gemm = gemm::gemm;
     k.dense = gemm::dense;
     k.conv2d = conv::conv2d;
+    k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
         conv2d: conv::conv2d_par,
+        conv2d_res: conv::conv2d_res_par,
         conv2d_winograd: conv::conv2d_winograd_par,
     });
     k.weights = crate::pack::WeightLayout::DepthBlocked;

@@ -294,6 +294,7 @@ unsafe fn dense_avx512(
         c: out,
         ldc: n_out,
         bias: bias.map_or(Bias::None, Bias::Col),
+        res: None,
         act,
     };
     let w = ColMajor {
