@@ -81,7 +81,7 @@ pub use params::{
     GatherError, MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath,
     WhereNd,
 };
-pub use split::MIN_PARALLEL_ELEMENTS;
+pub use split::{DEPTHWISE_SCRATCH_SLOTS, MIN_PARALLEL_ELEMENTS};
 pub use table::{best, detect, for_isa, ConvParFn, Isa, Kernels, ParEntries, PORTABLE};
 
 /// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel
