@@ -497,11 +497,6 @@ impl<'a> From<Gemm<'a>> for Shared<'a> {
     }
 }
 
-/// The least work, in multiply-adds, for which [`Split::new`] gives a GEMM more than four column
-/// parts per thread: about 40 us of one thread, against a few microseconds of claiming a part
-/// and zeroing its panel buffer's prefix.
-const TASK_FMAS: usize = 1 << 21;
-
 /// How a GEMM's `C` is cut into tasks for several threads: `cols` runs of whole panels (of
 /// [`panel_cols`] columns) times `rows` runs of whole slivers. Columns are cut first, since a column part packs
 /// only its own panels of `B`; rows only when there are too few panels (a 7x7 map is one),
@@ -517,26 +512,23 @@ impl Split {
     /// One task: the whole product.
     pub(crate) const ONE: Split = Split { rows: 1, cols: 1 };
 
-    /// Column parts claimed dynamically, so that unequal parts and a late worker even out,
-    /// for an `m x n x k` product with `mr`-row slivers: four per thread, and up to one per
-    /// panel (at most sixteen per thread) where the product is large enough for each part to
-    /// take [`TASK_FMAS`] or more. With 2 threads the last part decides when the job ends:
-    /// eight parts of ResNet-50's 25 panels at 56x56 are 3 or 4 panels each, and the thread
-    /// that finishes first waits for half a part on average; one-panel parts cost no more
-    /// packing (each packs only its own panels of `B`), only a claim and a buffer prefix to
-    /// zero. Row parts only when there are fewer than two column parts per thread: each row
-    /// part packs the same panels of `B` again (on ResNet-50's 14x14 and 7x7 layers that
-    /// repacking was the larger part of what a second thread lost), so with one panel there
-    /// is one row part per thread (each thread packs the panel once, as one thread would),
-    /// and with two or three panels as many as make two tasks per thread.
+    /// Up to four column parts per thread (claimed dynamically, so unequal parts even out),
+    /// for an `m x n x k` product with `mr`-row slivers. Row parts only when there are fewer
+    /// than two column parts per thread: each row part packs the same panels of `B` again (on
+    /// ResNet-50's 14x14 and 7x7 layers that repacking was the larger part of what a second
+    /// thread lost), so with one panel there is one row part per thread (each thread packs the
+    /// panel once, as one thread would; four parts packed it twice per thread), and with two
+    /// or three panels as many as make two tasks per thread. Finer column parts did not pay:
+    /// with the machine to itself a worker enters a job within a microsecond or two and the
+    /// two threads idle 0-4 % of a job (`Threads::stats`; up to sixteen parts per thread
+    /// measured the same as four), so there is little tail to shorten and per-part costs to
+    /// add.
     pub(crate) fn new(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> Split {
         if threads <= 1 {
             return Split::ONE;
         }
         let panel_nc = panel_cols(m, crate::pack::depth_blocks(k).1);
-        let fmas = m.saturating_mul(n).saturating_mul(k);
-        let most = (fmas / TASK_FMAS).clamp(4 * threads, 16 * threads);
-        let cols = n.div_ceil(panel_nc).clamp(1, most);
+        let cols = n.div_ceil(panel_nc).clamp(1, 4 * threads);
         let enough = 2 * threads;
         // At least two slivers per row part, so its tail can still be balanced.
         let rows = if cols >= enough {
