@@ -81,7 +81,7 @@ pub use params::{
     GatherError, MatMul, PadMode, PadNd, Pool2d, Pool3d, Reduce, Slice, Transpose, UnaryMath,
     WhereNd,
 };
-pub use split::MIN_PARALLEL_ELEMENTS;
+pub use split::{DEPTHWISE_SCRATCH_SLOTS, MIN_PARALLEL_ELEMENTS};
 pub use table::{
     best, detect, for_isa, ConvParFn, ConvResFn, ConvResParFn, Isa, Kernels, ParEntries, PORTABLE,
 };

@@ -1,5 +1,6 @@
 //! The memory-bound kernels on several threads: [`Kernels`]' `_on` entries for element-wise
-//! operations, batch norms, pooling and concatenation copies.
+//! operations, batch norms, pooling, global average pooling, concatenation copies and
+//! depthwise convolutions.
 //!
 //! None of these kernels knows about threads. Each entry here cuts its NCHW data into runs of
 //! whole channel planes, `(image, channels c0..c1)`, and calls the table's serial kernel once
@@ -12,7 +13,7 @@
 use core::ops::Range;
 
 use crate::par::{Parallel, SharedMut};
-use crate::{Activation, BinaryOp, Broadcast, Kernels, Pool2d};
+use crate::{Activation, BinaryOp, Broadcast, Conv2d, Kernels, Pool2d};
 
 /// Below this many output (or, for pooling, input) elements a memory-bound kernel runs on
 /// the calling thread: it takes about 10 us, a few times what handing half of it to a
@@ -22,6 +23,17 @@ pub const MIN_PARALLEL_ELEMENTS: usize = 1 << 15;
 /// Runs are cut at multiples of this many channels where there are enough, so that kernels
 /// that put channels in SIMD lanes keep full vectors.
 const ALIGN: usize = 16;
+
+/// How many band buffers the compiler plans for a depthwise convolution that needs one
+/// (`Conv2d::scratch_len` floats each; `model-dsl/src/layout.rs` copies this number): one per
+/// task of [`Kernels::depthwise_on`], so that up to this many channel runs can run at once.
+/// Four, so that two threads claim two runs each dynamically (one finishing early takes the
+/// other's last run); at most 4 x 128 KiB.
+pub const DEPTHWISE_SCRATCH_SLOTS: usize = 4;
+
+/// Below this many multiply-adds (outputs times taps) a depthwise convolution runs on the
+/// calling thread: about 8 us of the SIMD kernels.
+const MIN_PARALLEL_DEPTHWISE_FMAS: usize = 4 * MIN_PARALLEL_ELEMENTS;
 
 /// Runs `f(image, c0..c1)` over the `batch x channels` planes (of `plane` elements each, for
 /// the threshold), in about four runs per thread claimed dynamically; `false` (and nothing
@@ -57,6 +69,105 @@ fn for_each_run(
 }
 
 impl Kernels {
+    /// A depthwise `conv2d` on `par`'s threads, by runs of whole channels, each the table's
+    /// serial `conv2d` on its channels' planes, weights, bias and output, with a band buffer
+    /// of its own: `scratch` holds [`DEPTHWISE_SCRATCH_SLOTS`] of them where the compiler
+    /// planned them (fewer: fewer runs; one: no split). Runs start at multiples of 16 channels
+    /// of an image, so a channels-in-lanes kernel groups the channels into vectors exactly as
+    /// in one call, and the result is the same to the bit. Returns `false`, having done
+    /// nothing, if `p` is not depthwise or too small to split, or `par` has one thread.
+    #[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads.
+    pub(crate) fn depthwise_on(
+        &self,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        input: &[f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) -> bool {
+        let channels = p.c_out;
+        let (in_plane, out_plane, taps) = (p.h * p.w, p.out_h * p.out_w, p.kh * p.kw);
+        let fmas = (p.batch * channels)
+            .saturating_mul(out_plane)
+            .saturating_mul(taps);
+        if par.threads() <= 1
+            || !p.is_depthwise()
+            || p.c_in != channels
+            || fmas < MIN_PARALLEL_DEPTHWISE_FMAS
+        {
+            return false;
+        }
+        let need = p.scratch_len();
+        let slots = scratch.len().checked_div(need).unwrap_or(usize::MAX);
+        // Units of 16 channels of one image; a task takes a run of whole units.
+        let per_image = channels.div_ceil(ALIGN);
+        let units = p.batch * per_image;
+        let tasks = units.min(slots).min(4 * par.threads());
+        if tasks < 2 {
+            return false;
+        }
+        p.check_operands(input, weight, bias, out);
+        let (out, scratch) = (SharedMut::new(out), SharedMut::new(scratch));
+        par.run(tasks, &|t| {
+            // SAFETY: task `t` takes slot `t` only (`tasks <= slots`), and `Parallel` runs
+            // each index once.
+            let scratch = unsafe { scratch.part(t * need, need) };
+            let (mut u, end) = (units * t / tasks, units * (t + 1) / tasks);
+            while u < end {
+                // The task's units in this image: channels `c0..c1`.
+                let (image, first) = (u / per_image, u % per_image);
+                let last = per_image.min(first + (end - u));
+                let (c0, c1) = (first * ALIGN, channels.min(last * ALIGN));
+                let sub = Conv2d {
+                    batch: 1,
+                    c_in: c1 - c0,
+                    c_out: c1 - c0,
+                    groups: c1 - c0,
+                    ..*p
+                };
+                let plane = image * channels + c0;
+                let input = &input[plane * in_plane..(plane + sub.c_in) * in_plane];
+                let weight = &weight[c0 * taps..c1 * taps];
+                // SAFETY: runs are disjoint planes of the output, and `Parallel` runs each
+                // task once.
+                let out = unsafe { out.part(plane * out_plane, sub.c_out * out_plane) };
+                let bias = bias.map(|b| &b[c0..c1]);
+                (self.conv2d)(&sub, input, weight, bias, act, scratch, out);
+                u += last - first;
+            }
+        });
+        true
+    }
+
+    /// `global_avg_pool` on `par`'s threads when it is large enough, else on the calling
+    /// thread.
+    pub fn global_avg_pool_on(
+        &self,
+        par: &dyn Parallel,
+        batch: usize,
+        channels: usize,
+        spatial: usize,
+        input: &[f32],
+        out: &mut [f32],
+    ) {
+        let out = SharedMut::new(out);
+        if !for_each_run(par, batch, channels, spatial, &|n, c| {
+            let plane = n * channels + c.start;
+            let input = &input[plane * spatial..(plane + c.len()) * spatial];
+            // SAFETY: runs are disjoint outputs, and `Parallel` runs each once.
+            let part = unsafe { out.part(plane, c.len()) };
+            (self.global_avg_pool)(1, c.len(), spatial, input, part);
+        }) {
+            let len = out.len();
+            // SAFETY: no task ran, so nothing else refers to `out`.
+            let out = unsafe { out.part(0, len) };
+            (self.global_avg_pool)(batch, channels, spatial, input, out);
+        }
+    }
+
     /// `unary` on `par`'s threads when it is large enough, else on the calling thread.
     pub fn unary_on(&self, par: &dyn Parallel, act: Activation, input: &[f32], out: &mut [f32]) {
         let len = input.len();

@@ -159,6 +159,8 @@ impl Kernels {
     }
 
     /// `conv2d` on `par`'s threads where this table can split it, else on the calling thread.
+    /// A depthwise convolution splits by channels on every table
+    /// ([`Kernels::depthwise_on`](crate::split)), given a band buffer per task.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn conv2d_on(
@@ -172,6 +174,9 @@ impl Kernels {
         scratch: &mut [f32],
         out: &mut [f32],
     ) {
+        if par.threads() > 1 && self.depthwise_on(par, p, input, weight, bias, act, scratch, out) {
+            return;
+        }
         match self.par {
             Some(e) if par.threads() > 1 => {
                 (e.conv2d)(par, p, input, weight, bias, act, scratch, out)

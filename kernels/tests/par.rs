@@ -1,5 +1,6 @@
-//! Kernels split among threads (`Kernels::gemm_on`, `conv2d_on`, `conv2d_winograd_on`, and the
-//! memory-bound `_on` entries: element-wise, batch norm, pooling, concatenation) give
+//! Kernels split among threads (`Kernels::gemm_on`, `conv2d_on` (depthwise ones by channels on
+//! every table), `conv2d_winograd_on`, and the memory-bound `_on` entries: element-wise, batch
+//! norm, pooling, global average pooling, concatenation) give
 //! the same result, to the bit, as the same table on one thread, for every ISA this CPU has,
 //! on shapes large enough to be split (column panels, row slivers when there is only one
 //! panel, groups, ragged edges); and that result is within the usual tolerance of the
@@ -303,6 +304,74 @@ fn winograd_split_matches_one_thread() {
     }
 }
 
+#[test]
+fn depthwise_split_matches_one_thread() {
+    // Channels-in-lanes (stride 2, and 7 columns), planar, a 5x5 window, direct loops (no
+    // band buffer), two images of ragged channel counts; each with scratch for several tasks.
+    let mut cases = [
+        conv(96, 96, 56, 3, 2, 1, 96),
+        conv(960, 960, 7, 3, 1, 1, 960),
+        conv(144, 144, 56, 3, 1, 1, 144),
+        conv(72, 72, 28, 5, 1, 2, 72),
+        conv(40, 40, 60, 3, 3, 1, 40),
+        conv(58, 58, 56, 3, 1, 1, 58),
+    ];
+    cases[5].batch = 2;
+    for p in cases {
+        assert!(p.c_out * p.out_h * p.out_w * 9 >= 4 * kiln_kernels::MIN_PARALLEL_ELEMENTS);
+        let input = data(p.batch * p.c_in * p.h * p.w, 9);
+        let weight = data(p.c_out * p.kh * p.kw, 10);
+        let bias = data(p.c_out, 11);
+        let out_len = p.batch * p.c_out * p.out_h * p.out_w;
+        let mut want = vec![0.0; out_len];
+        let mut scratch = vec![0.0; p.scratch_len()];
+        let act = Activation::Clip { min: 0.0, max: 6.0 };
+        (PORTABLE.conv2d)(
+            &p,
+            &input,
+            &weight,
+            Some(&bias),
+            act,
+            &mut scratch,
+            &mut want,
+        );
+        for kt in tables("depthwise_on") {
+            let what = format!("depthwise {p:?}");
+            let slots = kiln_kernels::DEPTHWISE_SCRATCH_SLOTS;
+            on_threads(&kt, &what, out_len, true, &|par, out| {
+                let mut scratch = vec![f32::NAN; slots * p.scratch_len()];
+                kt.conv2d_on(
+                    par,
+                    &p,
+                    &input,
+                    &weight,
+                    Some(&bias),
+                    act,
+                    &mut scratch,
+                    out,
+                );
+                assert_close(out, &want, &what);
+            });
+            // With one band buffer it stays on one thread.
+            if p.scratch_len() > 0 {
+                on_threads(&kt, &what, out_len, false, &|par, out| {
+                    let mut scratch = vec![f32::NAN; p.scratch_len()];
+                    kt.conv2d_on(
+                        par,
+                        &p,
+                        &input,
+                        &weight,
+                        Some(&bias),
+                        act,
+                        &mut scratch,
+                        out,
+                    );
+                });
+            }
+        }
+    }
+}
+
 /// Checks `run(par, out)` of a memory-bound entry (which every table splits, whatever its
 /// ISA) on 2 and 3 threads: bit-identical to one thread, and split into parallel jobs.
 fn split_on_threads(kt: &Kernels, what: &str, len: usize, run: &dyn Fn(&dyn Parallel, &mut [f32])) {
@@ -384,6 +453,9 @@ fn memory_bound_entries_split_like_one_thread() {
         let bias = data(300, 6);
         split_on_threads(kt, "dense", 300, &|par, out| {
             kt.dense_on(par, 1, 250, 300, &x[..250], &wt, Some(&bias), act, out)
+        });
+        split_on_threads(kt, "global_avg_pool", n * c, &|par, out| {
+            kt.global_avg_pool_on(par, n, c, sp, &x, out)
         });
         // Concatenation: 40 channels into channels 7..47 of 50, the rest left as it was.
         split_on_threads(kt, "copy_into_channels", n * 50 * sp, &|par, out| {

@@ -472,7 +472,7 @@ impl Model<'_> {
                 let (n, c) = (x_shape.batch(), x_shape.channels());
                 let sp: usize = x_shape.spatial_dims().iter().product();
                 let x = &read_args[0];
-                quote! { (__k.global_avg_pool)(#n, #c, #sp, #x, out); }
+                quote! { __k.global_avg_pool_on(__par, #n, #c, #sp, #x, out); }
             }
             OpKind::Concat { axis }
                 if *axis != 1 || y_shape.rank() != 4 || y_shape.dtype != crate::ir::DType::F32 =>

@@ -184,8 +184,15 @@ pub fn winograd_scratch(c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> Opti
         .checked_mul(tx)
 }
 
+/// Band buffers planned for a depthwise convolution whose kernel needs one: a copy of
+/// `kiln_kernels::split::DEPTHWISE_SCRATCH_SLOTS`, one per task when it runs on several
+/// threads. The kernel splits into as many channel runs as its scratch holds buffers, so this
+/// is a speed choice, not part of the contract (one buffer would keep it on one thread).
+pub const DEPTHWISE_SCRATCH_SLOTS: usize = 4;
+
 /// f32 elements of scratch a 2-D convolution needs with the algorithm `algo` (`c_in` and
-/// `c_out` in all): [`winograd_scratch`] or [`conv_scratch`].
+/// `c_out` in all): [`winograd_scratch`], or [`conv_scratch`] (for a depthwise one,
+/// [`DEPTHWISE_SCRATCH_SLOTS`] times it).
 #[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
 pub fn conv2d_scratch(
     algo: ConvAlgo,
@@ -208,7 +215,11 @@ pub fn conv2d_scratch(
             c_in / groups.max(1),
             c_out / groups.max(1),
             out,
-        ),
+        )
+        .and_then(|len| match algo {
+            ConvAlgo::Depthwise => len.checked_mul(DEPTHWISE_SCRATCH_SLOTS),
+            _ => Some(len),
+        }),
     }
 }
 

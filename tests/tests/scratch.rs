@@ -163,3 +163,12 @@ fn compiler_and_kernels_agree_on_winograd_scratch() {
     }
     assert_eq!(checked, 4 * 8 * 8);
 }
+
+/// The compiler plans as many depthwise band buffers as the kernels' split uses tasks.
+#[test]
+fn compiler_and_kernels_agree_on_depthwise_slots() {
+    assert_eq!(
+        kiln_dsl::contract::DEPTHWISE_SCRATCH_SLOTS,
+        kiln_kernels::DEPTHWISE_SCRATCH_SLOTS
+    );
+}

@@ -529,9 +529,15 @@ impl Split {
 
     /// Up to four column parts per thread (claimed dynamically, so unequal parts even out),
     /// for an `m x n x k` product with `mr`-row slivers. Row parts only when there are fewer
-    /// than two column parts per thread, and only as many as make two tasks per thread: each
-    /// row part packs the same panels of `B` again, and on ResNet-50's 14x14 and 7x7 layers
-    /// that repacking was the larger part of what a second thread lost.
+    /// than two column parts per thread: each row part packs the same panels of `B` again (on
+    /// ResNet-50's 14x14 and 7x7 layers that repacking was the larger part of what a second
+    /// thread lost), so with one panel there is one row part per thread (each thread packs the
+    /// panel once, as one thread would; four parts packed it twice per thread), and with two
+    /// or three panels as many as make two tasks per thread. Finer column parts did not pay:
+    /// with the machine to itself a worker enters a job within a microsecond or two and the
+    /// two threads idle 0-4 % of a job (`Threads::stats`; up to sixteen parts per thread
+    /// measured the same as four), so there is little tail to shorten and per-part costs to
+    /// add.
     pub(crate) fn new(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> Split {
         if threads <= 1 {
             return Split::ONE;
@@ -542,6 +548,8 @@ impl Split {
         // At least two slivers per row part, so its tail can still be balanced.
         let rows = if cols >= enough {
             1
+        } else if cols == 1 {
+            threads.min((m.div_ceil(mr) / 2).max(1))
         } else {
             enough.div_ceil(cols).min((m.div_ceil(mr) / 2).max(1))
         };
