@@ -33,6 +33,20 @@
 //! them, still ahead of the planar kernel (0.13-0.19). Between layers in a blocked
 //! layout (`NCHW8c`) neither transpose would be needed.
 //!
+//! Tried on Zen 4 for the stride-1 planes of at most 8 columns (the 7x7 MobileNet-v2 layer,
+//! 0.22 of peak here; 2026-11-24, branch `small`, `KILN_BENCH_CLOCK=thread cargo bench -p
+//! kiln-kernels --features std --bench kernels -- mobilenet`, load 4-6) and not kept: a
+//! *flat* planar kernel for outputs as wide as their input, which treats a plane as one
+//! vector of `oh * w` outputs (tap `(ky, kx)` of output `i` is input
+//! `i + (ky - pad_top) * w + kx - pad_left`, so 49 outputs fill 4 chunks of 16 lanes with no
+//! transpose). With the taps read in place through masked loads (the masks depend on the
+//! chunk and tap, not the plane: computed once per call), 4 chunks and 2 planes per step, it
+//! ran at 0.20-0.22, no better; with `K` zero-masked copies of each plane and plain loads
+//! instead, 0.14-0.15 (the taps read the copies right after the stores, at unaligned
+//! offsets: no store forwarding). The profile of the masked variant shows no hot spot
+//! (weights as memory operands, a mask load per tap), so neither the transposes nor the
+//! lanes wasted on 7-wide rows are what limits these layers.
+//!
 //! Differences from the portable kernel, as for the planar kernel: the sum starts from the
 //! bias and is accumulated with FMAs, and a padded tap adds `w * 0.0`.
 

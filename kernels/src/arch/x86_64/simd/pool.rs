@@ -25,6 +25,19 @@
 //!
 //! Global average pooling sums each plane with four vector accumulators (reassociated, so it
 //! agrees with the portable kernel to rounding, not bit for bit).
+//!
+//! Tried on Zen 4 and not kept (2026-11-24, branch `small`; thread CPU time of 200 calls,
+//! best of 7, three alternating runs of two builds at load 6-8, on SqueezeNet's max pools
+//! 96x109x109, 256x54x54 and 512x27x27 and Inception-v2's padded 3x3 average pools
+//! 256x28x28 and 576x14x14, about 170-340 us each): folding each input row across the window
+//! once per plane into a ring of row buffers and then folding the rows' results (max pooling
+//! only, where that stays bit-identical; a 3x3 stride-2 window shares a row with the next),
+//! one NaN comparison per pair of window columns (`vcmpunordps` of two vectors) instead of
+//! one per column, and copying each input row once per plane in [`narrow`] instead of once
+//! per window that reads it: none moved a shape by more than the run-to-run spread (5-10 %),
+//! and the narrow ring buffer made the 27x27 max pool about 10 % slower. The perf profile of
+//! SqueezeNet kept its 5 % in max pooling through all three; 4.5 MB of input per call for the
+//! first pool suggests memory traffic rather than instructions.
 
 use core::ops::Range;
 
