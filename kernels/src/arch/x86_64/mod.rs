@@ -79,6 +79,146 @@ macro_rules! gemm_entries {
     };
 }
 
+/// The `conv2d` entries of one x86 ISA, from its vector type: `conv2d`, `conv2d_par`,
+/// `conv2d_res` and `conv2d_res_par` (the table's safe entries), the depthwise branch, and the
+/// `#[target_feature]` function in front of the GEMM branches (`avx2::im2col::conv2d_gemm`).
+/// The AVX2 and AVX-512 files differ only in these names.
+macro_rules! conv_entries {
+    ($lanes:ty, $features:literal) => {
+        /// The GEMM branches for this ISA.
+        ///
+        /// # Safety
+        ///
+        /// The features below are available.
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
+        unsafe fn conv2d_compiled(
+            par: &dyn Parallel,
+            p: &Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            res: Option<&[f32]>,
+            act: Activation,
+            out: &mut [f32],
+        ) {
+            // SAFETY: the features are available (this function's contract).
+            unsafe {
+                conv2d_gemm::<$lanes, NR>(
+                    <$lanes>::new(),
+                    par,
+                    p,
+                    input,
+                    weight,
+                    bias,
+                    res,
+                    act,
+                    out,
+                )
+            }
+        }
+
+        /// Convolution; see [`crate::conv2d`].
+        pub(crate) fn conv2d(
+            p: &Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            act: Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            conv2d_par(&Serial, p, input, weight, bias, act, scratch, out);
+        }
+
+        /// [`conv2d`] with its GEMMs split among `par`'s threads (depthwise convolutions run on the
+        /// calling thread).
+        #[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads.
+        pub(crate) fn conv2d_par(
+            par: &dyn Parallel,
+            p: &Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            act: Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            conv2d_any(par, p, input, weight, bias, None, act, scratch, out);
+        }
+
+        /// [`crate::conv2d_res`]: [`conv2d`] with a residual operand added in the GEMM's epilogue.
+        #[allow(clippy::too_many_arguments)] // conv2d's contract plus the residual.
+        pub(crate) fn conv2d_res(
+            p: &Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            residual: &[f32],
+            act: Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            conv2d_res_par(&Serial, p, input, weight, bias, residual, act, scratch, out);
+        }
+
+        /// [`conv2d_res`] with its GEMMs split among `par`'s threads.
+        #[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
+        pub(crate) fn conv2d_res_par(
+            par: &dyn Parallel,
+            p: &Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            residual: &[f32],
+            act: Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            p.check_residual(residual);
+            conv2d_any(
+                par,
+                p,
+                input,
+                weight,
+                bias,
+                Some(residual),
+                act,
+                scratch,
+                out,
+            );
+        }
+
+        #[allow(clippy::too_many_arguments)] // conv2d's contract plus the threads and the residual.
+        fn conv2d_any(
+            par: &dyn Parallel,
+            p: &Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            res: Option<&[f32]>,
+            act: Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            p.check_operands(input, weight, bias, out);
+            if p.is_depthwise() {
+                // The depthwise kernels have no residual epilogue (the compiler never fuses one
+                // there): the residual and the activation are a second pass.
+                let act_now = if res.is_some() { Activation::None } else { act };
+                super::depthwise::depthwise_conv2d(p, input, weight, bias, act_now, scratch, out);
+                if let Some(r) = res {
+                    crate::arch::portable::epilogue::add_residual(p, out, r, act);
+                }
+                return;
+            }
+            // SAFETY: only reachable through a table built after detecting these features
+            // (crate::table).
+            unsafe { conv2d_compiled(par, p, input, weight, bias, res, act, out) }
+        }
+    };
+}
+
 /// `conv2d_winograd` for one x86 table: the portable Winograd convolution
 /// ([`crate::winograd::conv2d`]) compiled with the ISA's target features, with the ISA's own
 /// GEMM for the 36 products, behind the safe entry the table holds. One definition, so the
