@@ -115,7 +115,7 @@ fn on_threads(
 
 #[test]
 fn gemm_split_matches_one_thread() {
-    // Many column panels; one panel (rows split); ragged everything.
+    // Many column panels; one panel (rows split); ragged everything; two panels.
     for (m, n, k) in [
         (64, 1000, 300),
         (500, 49, 512),
@@ -174,6 +174,8 @@ fn conv2d_split_matches_one_thread() {
         conv(64, 96, 56, 3, 2, 1, 1),   // im2col, several panels
         conv(64, 128, 28, 1, 1, 0, 1),  // pointwise
         conv(256, 128, 7, 3, 1, 1, 1),  // a 7x7 map: one panel, rows split
+        conv(256, 128, 14, 1, 1, 0, 1), // DenseNet's 14x14 pointwise: two unequal panels
+        conv(64, 96, 12, 3, 1, 1, 1),   // 12x12: two panels, a half-width micro-panel
         conv(128, 128, 28, 3, 1, 1, 2), // grouped
         conv(48, 40, 30, 5, 1, 2, 1),   // ragged
     ];
@@ -225,7 +227,11 @@ fn conv2d_split_matches_one_thread() {
 /// the residual of its own part of the output.
 #[test]
 fn conv2d_res_split_matches_one_thread() {
-    for p in [conv(64, 128, 28, 1, 1, 0, 1), conv(48, 40, 30, 5, 1, 2, 1)] {
+    for p in [
+        conv(64, 128, 28, 1, 1, 0, 1),
+        conv(48, 40, 30, 5, 1, 2, 1),
+        conv(256, 128, 14, 1, 1, 0, 1),
+    ] {
         let input = data(p.batch * p.c_in * p.h * p.w, 3);
         let weight = data(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4);
         let bias = data(p.c_out, 5);
