@@ -28,8 +28,9 @@
 //! L1 across the whole panel, so re-reading it once per column panel costs little
 //! (`1 / (2 nc)` loads per flop) while `A`'s depth block stays in L2; when it does not fit
 //! there, the panels are four times wider so that `A` streams from L3 fewer times
-//! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack:
-//! [`PANEL_LEN`] floats plus the sliver buffer, about 790 KiB in all, no heap. The next
+//! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack, in a frame
+//! sized for the call ([`with_panel`]): at most [`PANEL_LEN`] floats plus the sliver buffer,
+//! about 790 KiB in all, no heap. The next
 //! sliver's rows are prefetched during the last tile of the current one, and the packers
 //! prefetch the rows of `B` they will read next: both are streams of short bursts far apart in
 //! memory that the hardware prefetchers pick up too late.
