@@ -6,16 +6,23 @@
 /// differ only in these names.
 macro_rules! gemm_entries {
     ($kernel:ty, $features:literal) => {
-        /// [`blis::gemm_part`] compiled for this ISA: a parallel task's entry.
+        /// [`blis::gemm_part_in`] compiled for this ISA: the body of every GEMM task, on
+        /// the packed-panel buffer `blis::with_panel` gives it.
         ///
         /// # Safety
         ///
-        /// The CPU has the features below; as for [`blis::gemm_part`].
-        #[inline]
+        /// The CPU has the features below; as for [`blis::gemm_part_in`].
+        #[inline(never)]
         #[target_feature(enable = $features)]
-        unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+        unsafe fn part<B: PackB>(
+            g: &blis::Shared<'_>,
+            b: &B,
+            task: usize,
+            split: blis::Split,
+            panel: &mut [f32],
+        ) {
             // SAFETY: forwarded from the caller.
-            unsafe { blis::gemm_part::<$kernel, NR, B>(g, b, task, split) }
+            unsafe { blis::gemm_part_in::<$kernel, NR, B>(g, b, task, split, panel) }
         }
 
         /// `C = A B` on this ISA.

@@ -28,8 +28,9 @@
 //! L1 across the whole panel, so re-reading it once per column panel costs little
 //! (`1 / (2 nc)` loads per flop) while `A`'s depth block stays in L2; when it does not fit
 //! there, the panels are four times wider so that `A` streams from L3 fewer times
-//! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack:
-//! [`PANEL_LEN`] floats plus the sliver buffer, about 790 KiB in all, no heap. The next
+//! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack, in a frame
+//! sized for the call ([`with_panel`]): at most [`PANEL_LEN`] floats plus the sliver buffer,
+//! about 790 KiB in all, no heap. The next
 //! sliver's rows are prefetched during the last tile of the current one, and the packers
 //! prefetch the rows of `B` they will read next: both are streams of short bursts far apart in
 //! memory that the hardware prefetchers pick up too late.
@@ -100,7 +101,7 @@ const MR_MAX: usize = 12;
 /// The stack buffer for one packed panel, aligned to a cache line so every micro-panel row
 /// (`NR` floats, a multiple of 64 bytes) starts on one.
 #[repr(C, align(64))]
-struct PanelBuf([MaybeUninit<f32>; PANEL_LEN]);
+struct PanelBuf<const CAP: usize>([MaybeUninit<f32>; CAP]);
 
 /// The stack buffer for one sliver of `A`.
 #[repr(C, align(64))]
@@ -207,21 +208,21 @@ pub(crate) trait MicroKernel<const NR: usize> {
     /// and `cols` columns of `C` (and bias values).
     unsafe fn dots(t: &Tile);
 
-    /// [`gemm_part`] for this micro-kernel. An ISA overrides it with a call into a
-    /// `#[target_feature]` function, so that a task run from a worker thread (through a
-    /// closure, which does not inherit the caller's features) still gets packers compiled for
-    /// the ISA's vectors.
+    /// [`gemm_part_in`] for this micro-kernel. An ISA overrides it with a call into a
+    /// `#[target_feature]` function, so that the body, called through [`with_panel`]'s
+    /// closure (closures do not inherit the caller's features), still gets packers compiled
+    /// for the ISA's vectors.
     ///
     /// # Safety
     ///
-    /// As for [`gemm_part`].
+    /// As for [`gemm_part_in`].
     #[inline(always)]
-    unsafe fn part<B: PackB>(g: &Shared<'_>, b: &B, task: usize, split: Split)
+    unsafe fn part<B: PackB>(g: &Shared<'_>, b: &B, task: usize, split: Split, panel: &mut [f32])
     where
         Self: Sized,
     {
         // SAFETY: forwarded from the caller.
-        unsafe { gemm_part::<Self, NR, B>(g, b, task, split) }
+        unsafe { gemm_part_in::<Self, NR, B>(g, b, task, split, panel) }
     }
 }
 
@@ -473,7 +474,7 @@ pub(crate) unsafe fn gemm_par<K: MicroKernel<NR>, const NR: usize, B: PackB + Sy
     par.run(split.tasks(), &|task| {
         // SAFETY: the caller guarantees the CPU features; `Parallel` runs each task once, and
         // different tasks own disjoint parts of `C`.
-        unsafe { K::part(&shared, b, task, split) }
+        unsafe { gemm_part::<K, NR, B>(&shared, b, task, split) }
     });
 }
 
@@ -579,6 +580,29 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     task: usize,
     split: Split,
 ) {
+    let kc_step = crate::pack::depth_blocks(g.k).1;
+    let used = packed_len(kc_step, panel_cols(g.m, kc_step).min(g.n));
+    // SAFETY: forwarded from the caller; `with_panel` hands over `used` floats, what
+    // `gemm_part_in` needs.
+    with_panel(used, &mut |panel| unsafe {
+        K::part(g, b, task, split, panel)
+    });
+}
+
+/// [`gemm_part`] with its packed-panel buffer: at least [`packed_len`]`(kc, nc)` floats for
+/// the call's depth block `kc` and panel width `nc` (checked).
+///
+/// # Safety
+///
+/// As for [`gemm_part`].
+#[inline(always)]
+pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>(
+    g: &Shared<'_>,
+    b: &B,
+    task: usize,
+    split: Split,
+    panel_all: &mut [f32],
+) {
     let Shared {
         m,
         n,
@@ -628,24 +652,28 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     let m_end = (slivers * (rp + 1) / split.rows * mr).min(m);
     let n_end = (panels * (cp + 1) / split.cols * panel_nc).min(n);
 
-    let mut panel_buf = MaybeUninit::<PanelBuf>::uninit();
-    // Only the prefix any panel of this call uses is initialised, once: every packer then
-    // overwrites all of its panel, so no stale value is ever read.
-    let used = packed_len(kc_step, panel_nc.min(n));
-    // SAFETY: `used <= KC * NC_MAX = PANEL_LEN` floats fit the buffer; zeroing them makes the
-    // slice initialised, so the safe packing code can write through it.
-    let panel_all = unsafe {
-        let p = panel_buf.as_mut_ptr().cast::<f32>();
-        core::ptr::write_bytes(p, 0, used);
-        core::slice::from_raw_parts_mut(p, used)
-    };
-    let mut sliver_buf = SliverBuf([0.0; MR_MAX * KC]);
+    assert!(
+        panel_all.len() >= packed_len(kc_step, panel_nc.min(n)),
+        "gemm: panel buffer too short"
+    );
     // The blocked layout's slivers are contiguous already (and `lda == k`, checked above, so
     // `a` holds `m * k` floats).
     let copy_a = !a_blocked && rows_collide(lda, mr);
     assert!(!a_blocked || lda == k, "gemm: blocked a needs lda == k");
     let a_ptr = a.as_ptr();
     let c_ptr = c.as_ptr();
+    // The sliver buffer is initialised (zeroed) only when `A` is copied at all.
+    let mut sliver_buf = MaybeUninit::<SliverBuf>::uninit();
+    let sliver: &mut [f32] = if copy_a {
+        // SAFETY: zeroing all of the buffer's floats makes the slice initialised.
+        unsafe {
+            let p = sliver_buf.as_mut_ptr().cast::<f32>();
+            core::ptr::write_bytes(p, 0, MR_MAX * KC);
+            core::slice::from_raw_parts_mut(p, MR_MAX * KC)
+        }
+    } else {
+        &mut []
+    };
 
     let mut jc = (panels * cp / split.cols * panel_nc).min(n);
     while jc < n_end {
@@ -659,7 +687,6 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
             let panel = &mut panel_all[..packed_len(kc, nc)];
             b.pack::<NR>(pc, kc, jc, nc, panel);
             let panel = panel.as_ptr();
-            let sliver = &mut sliver_buf.0;
             let mut ir = row0;
             while ir < m_end {
                 let rows = sliver_rows(m_end, ir, mr);
@@ -736,6 +763,47 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
         }
         jc += nc;
     }
+}
+
+/// Smallest stack buffer for a packed panel: 64 KiB, enough for the Winograd products'
+/// panels (`k` = the input channels, at most 128 columns) and most small maps' 1x1 convs.
+const PANEL_SMALL: usize = 16 * 1024;
+
+/// Runs `body` on a zeroed stack buffer of `used` floats (at most [`PANEL_LEN`]), in a frame
+/// sized for it. Only the prefix the call's panels use is initialised, once: every packer
+/// overwrites all of its panel, so no stale value is ever read.
+///
+/// Why three frames. With one frame of [`PANEL_LEN`] floats for every call, the stack probe
+/// touched each of its 192 pages on entry, which cost more than most small GEMMs' packing (a
+/// third of `gemm_compiled`'s samples on DenseNet-121, whose Winograd products call the GEMM
+/// 36 times per block). A call takes the smallest of three frames that fits; each capacity is
+/// a const parameter of a separate, never inlined function, since one frame holding the three
+/// buffers (LLVM gives them one slot) would be probed for the largest.
+#[inline(never)]
+fn with_panel(used: usize, body: &mut dyn FnMut(&mut [f32])) {
+    const NARROW: usize = KC * NC_MIN;
+    if used <= PANEL_SMALL {
+        in_panel::<PANEL_SMALL>(used, body);
+    } else if used <= NARROW {
+        in_panel::<NARROW>(used, body);
+    } else {
+        in_panel::<PANEL_LEN>(used, body);
+    }
+}
+
+/// [`with_panel`] with a buffer of `CAP` floats.
+#[inline(never)]
+fn in_panel<const CAP: usize>(used: usize, body: &mut dyn FnMut(&mut [f32])) {
+    assert!(used <= CAP, "gemm: panel larger than its buffer");
+    let mut buf = MaybeUninit::<PanelBuf<CAP>>::uninit();
+    // SAFETY: `used <= CAP` floats fit the buffer; zeroing them makes the slice initialised,
+    // so the safe packing code can write through it.
+    let panel = unsafe {
+        let p = buf.as_mut_ptr().cast::<f32>();
+        core::ptr::write_bytes(p, 0, used);
+        core::slice::from_raw_parts_mut(p, used)
+    };
+    body(panel);
 }
 
 #[cfg(test)]

@@ -42,9 +42,15 @@ impl MicroKernel<NR> for Avx2 {
     }
 
     #[inline(always)]
-    unsafe fn part<B: PackB>(g: &blis::Shared<'_>, b: &B, task: usize, split: blis::Split) {
+    unsafe fn part<B: PackB>(
+        g: &blis::Shared<'_>,
+        b: &B,
+        task: usize,
+        split: blis::Split,
+        panel: &mut [f32],
+    ) {
         // SAFETY: forwarded from the caller (CPU features, one run per task).
-        unsafe { part::<B>(g, b, task, split) }
+        unsafe { part::<B>(g, b, task, split, panel) }
     }
 
     #[inline(always)]
