@@ -374,7 +374,7 @@ impl PackB for RowMajor<'_> {
     fn in_place(&self, k: usize, n: usize) -> Option<(*const f32, usize)> {
         // A real check: the micro-kernel reads through the pointer.
         (self.in_place && self.ld >= n && holds_strided(self.data.len(), k, self.ld, n))
-            .then(|| (self.data.as_ptr(), self.ld))
+            .then_some((self.data.as_ptr(), self.ld))
     }
 }
 
