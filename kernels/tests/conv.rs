@@ -333,6 +333,12 @@ fn conv2d_large_shapes_match_portable() {
         conv(9, 39, 14, 1, 2, 0),
         // A ResNet-50 bottleneck's last 1x1 on a small map: two depth blocks, a residual.
         conv(512, 7, 40, 1, 1, 0),
+        // 1x1 projections (c_out <= c_in) read the input in place on AVX-512: rows 529
+        // floats apart (not a multiple of a cache line), five column panels the last of which
+        // is a half-width tile and one dot-product column (529 = 4 x 128 + 16 + 1), slivers
+        // with a balanced row tail (30 = 12 + 9 + 9); and one deeper than a depth block.
+        conv(200, 23, 30, 1, 1, 0),
+        conv(700, 5, 21, 1, 1, 0),
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
         check_res(&p, true, Activation::Relu, 6).unwrap();

@@ -1,5 +1,6 @@
-//! The benchmark's cases: square GEMMs, every distinct convolution of ResNet-50 and every
-//! distinct depthwise convolution of MobileNet-v2, both at batch 1 on a 224x224 input.
+//! The benchmark's cases: square GEMMs, every distinct convolution of ResNet-50, every
+//! distinct 1x1 convolution of MobileNet-v2 and ShuffleNet-v2 and every distinct depthwise
+//! convolution of MobileNet-v2, all at batch 1 on a 224x224 input.
 //!
 //! The layer lists are written out by hand from the torchvision definitions (ResNet-50 v1.5,
 //! with the stride on the 3x3 of each stage's first block; MobileNet-v2 width 1.0), keeping one
@@ -20,6 +21,8 @@ pub enum Family {
     ResnetConv,
     /// MobileNet-v2's depthwise convolutions through the table's `conv2d`.
     MobilenetDw,
+    /// MobileNet-v2's and ShuffleNet-v2's 1x1 convolutions through the table's `conv2d`.
+    Pointwise,
     /// The 3x3 stride-1 layers of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet through the
     /// table's `conv2d` (im2col GEMM), to compare with [`Family::Winograd`] case by case.
     Im2col3x3,
@@ -28,11 +31,12 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
         Family::MobilenetDw,
+        Family::Pointwise,
         Family::Im2col3x3,
         Family::Winograd,
     ];
@@ -43,6 +47,7 @@ impl Family {
             Family::ResnetGemm => "resnet50_gemm",
             Family::ResnetConv => "resnet50_conv2d",
             Family::MobilenetDw => "mobilenetv2_dw",
+            Family::Pointwise => "pointwise",
             Family::Im2col3x3 => "im2col3x3",
             Family::Winograd => "winograd3x3",
         }
@@ -138,6 +143,42 @@ impl Layer {
         )
     }
 }
+
+/// MobileNet-v2's (width 1.0) distinct 1x1 convolutions as `(c_in, c_out, size)`: the
+/// expansions (`c -> 6c`), the projections (`6c -> c'`) and the last 320 -> 1280.
+const MOBILENET_V2_PW: [(usize, usize, usize); 19] = [
+    (32, 16, 112),
+    (16, 96, 112),
+    (96, 24, 56),
+    (24, 144, 56),
+    (144, 24, 56),
+    (144, 32, 28),
+    (32, 192, 28),
+    (192, 32, 28),
+    (192, 64, 14),
+    (64, 384, 14),
+    (384, 64, 14),
+    (384, 96, 14),
+    (96, 576, 14),
+    (576, 96, 14),
+    (576, 160, 7),
+    (160, 960, 7),
+    (960, 160, 7),
+    (960, 320, 7),
+    (320, 1280, 7),
+];
+
+/// ShuffleNet-v2 (x1.0)'s distinct 1x1 convolutions as `(c_in, c_out, size)`: the branch
+/// convolutions of each stage (58, 116 and 232 channels) at the sizes they run, and conv5.
+const SHUFFLENET_V2_PW: [(usize, usize, usize); 7] = [
+    (24, 58, 56),
+    (58, 58, 28),
+    (116, 116, 28),
+    (116, 116, 14),
+    (232, 232, 14),
+    (232, 232, 7),
+    (464, 1024, 7),
+];
 
 /// ResNet-50's distinct convolutions as `(c_in, c_out, input size, kernel, stride)`.
 const RESNET50: [(usize, usize, usize, usize, usize); 23] = [
@@ -265,6 +306,28 @@ pub fn all() -> Vec<Case> {
             family: Family::Winograd,
             op: Op::Winograd(layer.conv(), Activation::Relu),
         });
+    }
+    for (net, shapes) in [
+        ("mobilenetv2", &MOBILENET_V2_PW[..]),
+        ("shufflenetv2", &SHUFFLENET_V2_PW[..]),
+    ] {
+        for &(c_in, c_out, h) in shapes {
+            let layer = Layer {
+                c_in,
+                c_out,
+                h,
+                k: 1,
+                stride: 1,
+                groups: 1,
+            };
+            // The expansions end in ReLU6 (MobileNet) or ReLU (ShuffleNet), the projections
+            // in nothing; the epilogue's cost is the same either way, so ReLU for all.
+            cases.push(Case {
+                name: format!("{net}/pw/{}", layer.name()),
+                family: Family::Pointwise,
+                op: Op::Conv(layer.conv(), Activation::Relu),
+            });
+        }
     }
     for &(c, h, stride) in &MOBILENET_V2_DW {
         let layer = Layer {

@@ -54,7 +54,17 @@ macro_rules! gemm_entries {
                 act: Activation::None,
             };
             // SAFETY: the features are available (this function's contract).
-            unsafe { blis::gemm_par::<$kernel, NR, _>(par, g, &RowMajor { data: b, ld: n }) };
+            unsafe {
+                blis::gemm_par::<$kernel, NR, _>(
+                    par,
+                    g,
+                    &RowMajor {
+                        data: b,
+                        ld: n,
+                        in_place: false,
+                    },
+                )
+            };
         }
 
         /// `C[m, n] = A[m, k] * B[k, n]`, overwriting `C`; see [`crate::gemm`].

@@ -160,8 +160,11 @@ pub(crate) struct Tile {
     pub lda_next: usize,
     /// The packed right-hand side. For [`MicroKernel::tile`], an aligned `kc x NR` micro-panel
     /// (`B[p, j]` at `b + p * NR + j`); for [`MicroKernel::dots`], `cols` columns each
-    /// contiguous (`B[p, j]` at `b + j * kc + p`).
+    /// contiguous (`B[p, j]` at `b + j * kc + p`); for [`MicroKernel::tile_strided`], `B`
+    /// where it lies (`B[p, j]` at `b + p * ldb + j`).
     pub b: *const f32,
+    /// Floats between rows of an in-place `B` ([`MicroKernel::tile_strided`] only).
+    pub ldb: usize,
     /// `C[i, j]` is at `c + i * ldc + j`.
     pub c: *mut f32,
     pub ldc: usize,
@@ -207,6 +210,20 @@ pub(crate) trait MicroKernel<const NR: usize> {
     /// As for [`tile`](Self::tile), with `B` holding `cols` contiguous columns of `kc` floats
     /// and `cols` columns of `C` (and bias values).
     unsafe fn dots(t: &Tile);
+
+    /// Whether [`tile_strided`](Self::tile_strided) exists.
+    const IN_PLACE: bool = false;
+
+    /// [`tile`](Self::tile) with `B` read in place (`B[p, j]` at `t.b + p * t.ldb + j`, no
+    /// packing), `cols` `NR` or `NR / 2`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`tile`](Self::tile), with `B` valid for `kc` rows of `cols` floats `ldb` apart;
+    /// only called if [`IN_PLACE`](Self::IN_PLACE).
+    unsafe fn tile_strided(_t: &Tile) {
+        unreachable!("tile_strided without IN_PLACE")
+    }
 
     /// [`gemm_part_in`] for this micro-kernel. An ISA overrides it with a call into a
     /// `#[target_feature]` function, so that the body, called through [`with_panel`]'s
@@ -320,6 +337,12 @@ pub(crate) trait PackB {
     /// Writes `B[pc..pc + kc, jc..jc + nc]` into `dst` (exactly [`packed_len`] long) in the
     /// layout of [`scatter_row`].
     fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]);
+
+    /// `B` as rows the micro-kernel can read where they lie, if it is stored so and reading
+    /// it in place pays: `(B[0, 0], row stride)`, the pointer valid for `k` rows of `n` floats.
+    fn in_place(&self, _k: usize, _n: usize) -> Option<(*const f32, usize)> {
+        None
+    }
 }
 
 /// `B` stored row-major: `B[p, j] = data[p * ld + j]` (a plain GEMM, a 1x1 convolution).
@@ -327,6 +350,8 @@ pub(crate) trait PackB {
 pub(crate) struct RowMajor<'a> {
     pub data: &'a [f32],
     pub ld: usize,
+    /// Offer `B` to be read in place ([`PackB::in_place`]): a 1x1 convolution's input.
+    pub in_place: bool,
 }
 
 impl PackB for RowMajor<'_> {
@@ -345,6 +370,12 @@ impl PackB for RowMajor<'_> {
             }
             scatter_row::<NR>(&self.data[(pc + p) * self.ld + jc..][..nc], p, kc, dst);
         }
+    }
+
+    fn in_place(&self, k: usize, n: usize) -> Option<(*const f32, usize)> {
+        // A real check: the micro-kernel reads through the pointer.
+        (self.in_place && self.ld >= n && holds_strided(self.data.len(), k, self.ld, n))
+            .then_some((self.data.as_ptr(), self.ld))
     }
 }
 
@@ -581,12 +612,35 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     split: Split,
 ) {
     let kc_step = crate::pack::depth_blocks(g.k).1;
-    let used = packed_len(kc_step, panel_cols(g.m, kc_step).min(g.n));
+    let used = if reads_in_place::<K, NR, B>(g, b).is_some() {
+        0
+    } else {
+        packed_len(kc_step, panel_cols(g.m, kc_step).min(g.n))
+    };
     // SAFETY: forwarded from the caller; `with_panel` hands over `used` floats, what
     // `gemm_part_in` needs.
     with_panel(used, &mut |panel| unsafe {
         K::part(g, b, task, split, panel)
     });
+}
+
+/// `B`'s address and row stride if the product reads it in place ([`in_place_part`]).
+///
+/// Only when `A` has no more rows than the depth: a projection (`k -> m < k`) reuses each
+/// packed panel over few slivers, so packing was a large part of its time, and reading `B`
+/// in place measured 2-14 % faster (MobileNet-v2's projections, AMD EPYC Zen 4); an
+/// expansion (`m > k`, a short reduction over many slivers) measured up to 20 % slower in
+/// place.
+#[inline(always)]
+fn reads_in_place<K: MicroKernel<NR>, const NR: usize, B: PackB>(
+    g: &Shared<'_>,
+    b: &B,
+) -> Option<(*const f32, usize)> {
+    if K::IN_PLACE && g.m <= g.k {
+        b.in_place(g.k, g.n)
+    } else {
+        None
+    }
 }
 
 /// [`gemm_part`] with its packed-panel buffer: at least [`packed_len`]`(kc, nc)` floats for
@@ -652,6 +706,14 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
     let m_end = (slivers * (rp + 1) / split.rows * mr).min(m);
     let n_end = (panels * (cp + 1) / split.cols * panel_nc).min(n);
 
+    if let Some((b_ptr, ldb)) = reads_in_place::<K, NR, B>(g, b) {
+        let rows = row0..m_end;
+        let first = (panels * cp / split.cols * panel_nc).min(n);
+        // SAFETY: forwarded from the caller; `in_place` checked `B`'s extent, the other
+        // operands were checked above.
+        unsafe { in_place_part::<K, NR>(g, b_ptr, ldb, rows, first..n_end, panel_nc) };
+        return;
+    }
     assert!(
         panel_all.len() >= packed_len(kc_step, panel_nc.min(n)),
         "gemm: panel buffer too short"
@@ -729,6 +791,7 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
                         },
                         lda_next: if a_blocked { kc } else { lda },
                         b: panel.wrapping_add(b_at),
+                        ldb: 0,
                         c: c_ptr.wrapping_add(ir * ldc + j),
                         ldc,
                         rows,
@@ -782,7 +845,10 @@ const PANEL_SMALL: usize = 16 * 1024;
 #[inline(never)]
 fn with_panel(used: usize, body: &mut dyn FnMut(&mut [f32])) {
     const NARROW: usize = KC * NC_MIN;
-    if used <= PANEL_SMALL {
+    if used == 0 {
+        // Nothing packed (`B` read in place, or `k = 0`).
+        body(&mut []);
+    } else if used <= PANEL_SMALL {
         in_panel::<PANEL_SMALL>(used, body);
     } else if used <= NARROW {
         in_panel::<NARROW>(used, body);
@@ -804,6 +870,117 @@ fn in_panel<const CAP: usize>(used: usize, body: &mut dyn FnMut(&mut [f32])) {
         core::slice::from_raw_parts_mut(p, used)
     };
     body(panel);
+}
+
+/// [`gemm_part_in`] with `B` read where it lies (`B[p, j]` at `b + p * ldb + j`, valid for
+/// `k x n`): no panel is packed, and each full or half-width tile reads its rows of `B`
+/// straight from the input ([`MicroKernel::tile_strided`]). Only the last `< NR / 2` columns
+/// of a panel ([`PanelLayout::rest`]) are copied, transposed, for `dots`: as masked tiles
+/// they wasted most lanes (a 7x7 map's 49 = 32 + 17 columns as two tiles ran at 0.78 of the
+/// packed path). The loops are those of the packed path (panels of `panel_nc` columns,
+/// depth blocks, slivers, tiles), so a panel's rows of `B` stay in L2 across the slivers
+/// that reuse them.
+///
+/// # Safety
+///
+/// As for [`gemm_part_in`], with `g`'s slices checked there, `B` as above, and `rows` / `cols`
+/// this task's part of `C`.
+#[inline(always)]
+unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
+    g: &Shared<'_>,
+    b: *const f32,
+    ldb: usize,
+    rows: core::ops::Range<usize>,
+    cols: core::ops::Range<usize>,
+    panel_nc: usize,
+) {
+    let mr = K::MR;
+    let (blocks, kc_step) = crate::pack::depth_blocks(g.k);
+    let a_ptr = g.a.as_ptr();
+    let c_ptr = g.c.as_ptr();
+    // The rest columns of one depth block, transposed (`rest x kc`, each contiguous in `k`).
+    // `rest < NR / 2 <= 16` columns (`NR` is 16 or 32).
+    let mut rest_buf = MaybeUninit::<[f32; KC * 16]>::uninit();
+    assert!(NR / 2 <= 16);
+    let rest_ptr = rest_buf.as_mut_ptr().cast::<f32>();
+    let mut jc = cols.start;
+    while jc < cols.end {
+        let nc = panel_nc.min(cols.end - jc);
+        let l = PanelLayout::new::<NR>(nc);
+        let body = l.full * NR + l.half;
+        // Full tiles, the half-width tile, then the rest as dot products.
+        let tiles = l.full + usize::from(l.half > 0);
+        let calls = tiles + usize::from(l.rest > 0);
+        for blk in 0..blocks {
+            let pc = blk * kc_step;
+            let kc = kc_step.min(g.k - pc);
+            for j in 0..l.rest {
+                let src = b.wrapping_add(pc * ldb + jc + body + j);
+                for p in 0..kc {
+                    // SAFETY: row `pc + p < k` and column `jc + body + j < n` of `B` are
+                    // inside the caller's range; `j * kc + p < 16 KC` (`rest < 16`,
+                    // `kc <= KC`) inside the buffer.
+                    unsafe { rest_ptr.add(j * kc + p).write(*src.add(p * ldb)) };
+                }
+            }
+            let mut ir = rows.start;
+            while ir < rows.end {
+                let r = sliver_rows(rows.end, ir, mr);
+                let (sliver, lda) = if g.a_blocked {
+                    (a_ptr.wrapping_add(g.m * pc + ir * kc), kc)
+                } else {
+                    (a_ptr.wrapping_add(ir * g.lda + pc), g.lda)
+                };
+                for q in 0..calls {
+                    let (j, b_at, w) = if q < l.full {
+                        (jc + q * NR, b.wrapping_add(pc * ldb + jc + q * NR), NR)
+                    } else if q < tiles {
+                        let j = jc + l.full * NR;
+                        (j, b.wrapping_add(pc * ldb + j), l.half)
+                    } else {
+                        (jc + body, rest_ptr.cast_const(), l.rest)
+                    };
+                    let t = Tile {
+                        kc,
+                        a: sliver,
+                        lda,
+                        a_next: core::ptr::null(),
+                        lda_next: lda,
+                        b: b_at,
+                        ldb,
+                        c: c_ptr.wrapping_add(ir * g.ldc + j),
+                        ldc: g.ldc,
+                        rows: r,
+                        cols: w,
+                        accumulate: blk > 0,
+                        last: blk + 1 == blocks,
+                        bias: match g.bias {
+                            Bias::Row(v) => TileBias::Row(v[ir..].as_ptr()),
+                            Bias::Col(v) => TileBias::Col(v[j..].as_ptr()),
+                            Bias::None => TileBias::None,
+                        },
+                        res: g
+                            .res
+                            .map_or(core::ptr::null(), |res| res[ir * g.ldc + j..].as_ptr()),
+                        act: g.act,
+                    };
+                    // SAFETY: the caller guarantees the CPU features and `B`'s rows
+                    // `pc..pc + kc` (columns `j..j + w` are inside `n`), and the rest was
+                    // just written (`w x kc`); the sliver, C, the bias and the residual as in
+                    // `gemm_part`.
+                    unsafe {
+                        if q < tiles {
+                            K::tile_strided(&t);
+                        } else {
+                            K::dots(&t);
+                        }
+                    }
+                }
+                ir += r;
+            }
+        }
+        jc += nc;
+    }
 }
 
 #[cfg(test)]

@@ -93,6 +93,7 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
                         &RowMajor {
                             data: src,
                             ld: in_plane,
+                            in_place: true,
                         },
                     );
                 } else {

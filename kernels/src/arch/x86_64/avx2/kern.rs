@@ -661,7 +661,16 @@ mod tests {
             act: Activation::None,
         };
         // SAFETY: the emulation needs no CPU features.
-        unsafe { blis::gemm::<K, NR, _>(g, &RowMajor { data: b, ld: n }) };
+        unsafe {
+            blis::gemm::<K, NR, _>(
+                g,
+                &RowMajor {
+                    data: b,
+                    ld: n,
+                    in_place: false,
+                },
+            )
+        };
         assert_eq!(c[m * n], 7.0, "wrote past C");
         c.truncate(m * n);
         c

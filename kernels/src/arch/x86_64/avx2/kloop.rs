@@ -296,3 +296,143 @@ pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
     first_rows!(R, k_loop_256!(t, acc); []; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}") (5, "ymm10", "ymm11", "{a1}+{l}*2"));
     acc
 }
+
+/// One step of [`k_loop_strided!`]: the B row at `{b}` (unaligned loads: a row of the input
+/// starts anywhere), the rows' FMAs, then `{b}` moves to the next row (`{ldb}` bytes on).
+macro_rules! strided_step {
+    (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+        concat!(
+            "vmovups zmm30, zmmword ptr [{b}]\n",
+            "vmovups zmm31, zmmword ptr [{b} + 64]\n",
+            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
+            "add {b}, {ldb}\n",
+        )
+    };
+    (1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+        concat!(
+            "vmovups zmm30, zmmword ptr [{b}]\n",
+            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
+            "add {b}, {ldb}\n",
+        )
+    };
+}
+
+/// [`k_loop!`] for `B` read where it lies rather than packed: row `p` of the tile's columns
+/// is `t.ldb` floats after row `p - 1` (a 1x1 convolution's input, one image plane per
+/// row), so each step loads its row through `{b}` and adds the stride (a register add where
+/// the packed loop has a displacement). No prefetch of the next sliver: the blocked weights
+/// are one contiguous stream.
+macro_rules! k_loop_strided {
+    ($w:tt; $t:expr, $acc:ident; $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
+        let t: &Tile = $t;
+        let lda = t.lda;
+        let a0 = t.a;
+        let a1 = a0.wrapping_add(3 * lda);
+        let a2 = a0.wrapping_add(6 * lda);
+        let a3 = a0.wrapping_add(9 * lda);
+        // SAFETY: the caller guarantees the tile contract: `A[i, p]` for `i < R`, `p < kc`
+        // at `a + i * lda + p`, and `B[p, j]` for `p < kc`, `j < 16 W` at `b + p * ldb + j`.
+        // Only the registers named as outputs are written.
+        unsafe {
+            asm!(
+                $(
+                    concat!("vpxord ", $c0, ", ", $c0, ", ", $c0),
+                    concat!("vpxord ", $c1, ", ", $c1, ", ", $c1),
+                )+
+                "test {groups}, {groups}",
+                "jz 4f",
+                "2:",
+                strided_step!($w, "0"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "1"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "2"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "3"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "4"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "5"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "6"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "7"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "8"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "9"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "10"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "11"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "12"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "13"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "14"; $( ($c0, $c1, $a) )+),
+                strided_step!($w, "15"; $( ($c0, $c1, $a) )+),
+                "add {a0}, 64",
+                "add {a1}, 64",
+                "add {a2}, 64",
+                "add {a3}, 64",
+                "dec {groups}",
+                "jnz 2b",
+                "4:",
+                "test {rest}, {rest}",
+                "jz 5f",
+                "6:",
+                strided_step!($w, "0"; $( ($c0, $c1, $a) )+),
+                "add {a0}, 4",
+                "add {a1}, 4",
+                "add {a2}, 4",
+                "add {a3}, 4",
+                "dec {rest}",
+                "jnz 6b",
+                "5:",
+                "# {l}",
+                a0 = inout(reg) a0 => _,
+                a1 = inout(reg) a1 => _,
+                a2 = inout(reg) a2 => _,
+                a3 = inout(reg) a3 => _,
+                l = in(reg) lda * 4,
+                b = inout(reg) t.b => _,
+                ldb = in(reg) t.ldb * 4,
+                groups = inout(reg) t.kc / 16 => _,
+                rest = inout(reg) t.kc % 16 => _,
+                $( out($c0) $acc[$i][0], out($c1) $acc[$i][1], )+
+                out("zmm30") _,
+                out("zmm31") _,
+                out("zmm29") _,
+                options(nostack, readonly),
+            )
+        }
+    }};
+}
+
+/// [`k_loop_strided!`] with two vectors per row.
+macro_rules! k_loop_strided_2 {
+    ($($args:tt)*) => {
+        k_loop_strided!(2; $($args)*)
+    };
+}
+
+/// [`k_loop_strided!`] with one vector per row.
+macro_rules! k_loop_strided_1 {
+    ($($args:tt)*) => {
+        k_loop_strided!(1; $($args)*)
+    };
+}
+
+/// The accumulators of an `R x 16 W` AVX-512 tile whose `B` is read in place, `t.ldb` floats
+/// per row ([`k_loop_strided!`]) (rows `R..` zero, and the second vector of each row if
+/// `W == 1`).
+///
+/// # Safety
+///
+/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, `t.cols == 16 W`, and
+/// `t` is valid for [`MicroKernel::tile_strided`](super::blis::MicroKernel::tile_strided)
+/// with `R` rows.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn strided_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; 12];
+    macro_rules! rows {
+        ($loop:ident) => {
+            first_rows!(R, $loop!(t, acc); [];
+                (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+        };
+    }
+    if W == 2 {
+        rows!(k_loop_strided_2)
+    } else {
+        rows!(k_loop_strided_1)
+    }
+    acc
+}

@@ -181,6 +181,29 @@ impl MicroKernel<NR> for Avx512 {
         }
     }
 
+    const IN_PLACE: bool = true;
+
+    #[inline(always)]
+    unsafe fn tile_strided(t: &Tile) {
+        // SAFETY: forwarded from the caller (CPU features and pointer ranges).
+        unsafe {
+            match t.rows {
+                12 => tile_strided::<12>(t),
+                11 => tile_strided::<11>(t),
+                10 => tile_strided::<10>(t),
+                9 => tile_strided::<9>(t),
+                8 => tile_strided::<8>(t),
+                7 => tile_strided::<7>(t),
+                6 => tile_strided::<6>(t),
+                5 => tile_strided::<5>(t),
+                4 => tile_strided::<4>(t),
+                3 => tile_strided::<3>(t),
+                2 => tile_strided::<2>(t),
+                _ => tile_strided::<1>(t),
+            }
+        }
+    }
+
     #[inline(always)]
     unsafe fn part<B: PackB>(
         g: &blis::Shared<'_>,
@@ -234,6 +257,29 @@ unsafe fn tile<const R: usize>(t: &Tile) {
             kern::finish::<Avx512, R, 2, 12>(s, t, acc);
         } else {
             let acc = kloop::tile_512::<R, 1>(t);
+            kern::finish::<Avx512, R, 1, 12>(s, t, acc);
+        }
+    }
+}
+
+/// [`MicroKernel::tile_strided`] for AVX-512: [`tile`] with `B` read in place.
+///
+/// # Safety
+///
+/// AVX-512F, AVX2 and FMA are available; `t` is valid for [`MicroKernel::tile_strided`] with
+/// `R` rows.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn tile_strided<const R: usize>(t: &Tile) {
+    // SAFETY: the features are available; the tile contract is forwarded (32 or 16 columns).
+    unsafe {
+        let s = Avx512::new();
+        kern::prefetch_c(s, t, R, t.cols);
+        if t.cols == NR {
+            let acc = kloop::strided_512::<R, 2>(t);
+            kern::finish::<Avx512, R, 2, 12>(s, t, acc);
+        } else {
+            let acc = kloop::strided_512::<R, 1>(t);
             kern::finish::<Avx512, R, 1, 12>(s, t, acc);
         }
     }
