@@ -255,6 +255,15 @@ macro_rules! first_rows {
     };
 }
 
+/// `$loop` over the first `$r` rows of an AVX-512 tile: rows 0-11 in accumulators
+/// zmm0-zmm23, their addresses from four bases three rows apart (`first_rows!`).
+macro_rules! zmm_rows {
+    ($r:ident, $loop:ident, $t:expr, $acc:ident) => {
+        first_rows!($r, $loop!($t, $acc); [];
+            (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
+    };
+}
+
 /// The accumulators of an `R x 16 W` AVX-512 tile after its `kc` steps (rows `R..` zero, and
 /// the second vector of each row if `W == 1`).
 ///
@@ -267,17 +276,10 @@ macro_rules! first_rows {
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(crate) unsafe fn tile_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
     let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-    // Rows 0-11: accumulators zmm0-zmm23, addresses from four bases three rows apart.
-    macro_rules! rows {
-        ($loop:ident) => {
-            first_rows!(R, $loop!(t, acc); [];
-                (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
-        };
-    }
     if W == 2 {
-        rows!(k_loop_512)
+        zmm_rows!(R, k_loop_512, t, acc)
     } else {
-        rows!(k_loop_512_half)
+        zmm_rows!(R, k_loop_512_half, t, acc)
     }
     acc
 }
@@ -423,16 +425,10 @@ macro_rules! k_loop_strided_1 {
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(crate) unsafe fn strided_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
     let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-    macro_rules! rows {
-        ($loop:ident) => {
-            first_rows!(R, $loop!(t, acc); [];
-                (0, "zmm0", "zmm1", "{a0}") (1, "zmm2", "zmm3", "{a0}+{l}") (2, "zmm4", "zmm5", "{a0}+{l}*2") (3, "zmm6", "zmm7", "{a1}") (4, "zmm8", "zmm9", "{a1}+{l}") (5, "zmm10", "zmm11", "{a1}+{l}*2") (6, "zmm12", "zmm13", "{a2}") (7, "zmm14", "zmm15", "{a2}+{l}") (8, "zmm16", "zmm17", "{a2}+{l}*2") (9, "zmm18", "zmm19", "{a3}") (10, "zmm20", "zmm21", "{a3}+{l}") (11, "zmm22", "zmm23", "{a3}+{l}*2"))
-        };
-    }
     if W == 2 {
-        rows!(k_loop_strided_2)
+        zmm_rows!(R, k_loop_strided_2, t, acc)
     } else {
-        rows!(k_loop_strided_1)
+        zmm_rows!(R, k_loop_strided_1, t, acc)
     }
     acc
 }
