@@ -157,28 +157,34 @@ impl Lanes for Avx512 {
     }
 }
 
+/// `$f::<R>(t)` for `R = t.rows` (1 to 12; the tiles and dot products are compiled per row
+/// count, so the accumulators are fixed registers).
+macro_rules! by_rows {
+    ($f:ident, $t:expr) => {
+        match $t.rows {
+            12 => $f::<12>($t),
+            11 => $f::<11>($t),
+            10 => $f::<10>($t),
+            9 => $f::<9>($t),
+            8 => $f::<8>($t),
+            7 => $f::<7>($t),
+            6 => $f::<6>($t),
+            5 => $f::<5>($t),
+            4 => $f::<4>($t),
+            3 => $f::<3>($t),
+            2 => $f::<2>($t),
+            _ => $f::<1>($t),
+        }
+    };
+}
+
 impl MicroKernel<NR> for Avx512 {
     const MR: usize = 12;
 
     #[inline(always)]
     unsafe fn tile(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe {
-            match t.rows {
-                12 => tile::<12>(t),
-                11 => tile::<11>(t),
-                10 => tile::<10>(t),
-                9 => tile::<9>(t),
-                8 => tile::<8>(t),
-                7 => tile::<7>(t),
-                6 => tile::<6>(t),
-                5 => tile::<5>(t),
-                4 => tile::<4>(t),
-                3 => tile::<3>(t),
-                2 => tile::<2>(t),
-                _ => tile::<1>(t),
-            }
-        }
+        unsafe { by_rows!(tile, t) }
     }
 
     const IN_PLACE: bool = true;
@@ -186,22 +192,7 @@ impl MicroKernel<NR> for Avx512 {
     #[inline(always)]
     unsafe fn tile_strided(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe {
-            match t.rows {
-                12 => tile_strided::<12>(t),
-                11 => tile_strided::<11>(t),
-                10 => tile_strided::<10>(t),
-                9 => tile_strided::<9>(t),
-                8 => tile_strided::<8>(t),
-                7 => tile_strided::<7>(t),
-                6 => tile_strided::<6>(t),
-                5 => tile_strided::<5>(t),
-                4 => tile_strided::<4>(t),
-                3 => tile_strided::<3>(t),
-                2 => tile_strided::<2>(t),
-                _ => tile_strided::<1>(t),
-            }
-        }
+        unsafe { by_rows!(tile_strided, t) }
     }
 
     #[inline(always)]
@@ -219,22 +210,7 @@ impl MicroKernel<NR> for Avx512 {
     #[inline(always)]
     unsafe fn dots(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe {
-            match t.rows {
-                12 => dots::<12>(t),
-                11 => dots::<11>(t),
-                10 => dots::<10>(t),
-                9 => dots::<9>(t),
-                8 => dots::<8>(t),
-                7 => dots::<7>(t),
-                6 => dots::<6>(t),
-                5 => dots::<5>(t),
-                4 => dots::<4>(t),
-                3 => dots::<3>(t),
-                2 => dots::<2>(t),
-                _ => dots::<1>(t),
-            }
-        }
+        unsafe { by_rows!(dots, t) }
     }
 }
 
