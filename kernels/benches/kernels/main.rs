@@ -17,7 +17,8 @@
 //! ```text
 //! print  DEFAULT isa=<what best() picks>
 //! peak = max over the SIMD ISAs this CPU has of a register-only FMA loop (peak.rs)
-//! for each case (square GEMMs, ResNet-50 convs as GEMM and as conv2d, MobileNet-v2 depthwise):
+//! for each case (square GEMMs, ResNet-50 convs as GEMM and as conv2d, MobileNet-v2 depthwise,
+//! pooling layers):
 //!     contenders = the fastest peak loop (this case's denominator)
 //!                + matrixmultiply and gemm on the case's GEMM (if it has one)
 //!                + every ISA for_isa() hands out (portable only for small cases)
@@ -215,6 +216,9 @@ enum Data {
         /// model does when it prepares its parameters, outside the timed runs.
         blocked: Vec<f32>,
     },
+    Pool {
+        input: Vec<f32>,
+    },
 }
 
 impl Data {
@@ -244,6 +248,9 @@ impl Data {
                     blocked,
                 }
             }
+            Op::Pool(p, _) => Data::Pool {
+                input: random(p.batch * p.channels * p.h * p.w, 7),
+            },
         }
     }
 
@@ -252,6 +259,7 @@ impl Data {
         match self {
             Data::Gemm { a, b } => (a, b),
             Data::Conv { weight, b, .. } => (weight, b),
+            Data::Pool { .. } => unreachable!("pools have no GEMM"),
         }
     }
 }
@@ -279,6 +287,8 @@ fn run(k: &Kernels, op: &Op, data: &Data, scratch: &mut [f32], out: &mut [f32]) 
         (Op::Winograd(p, act), Data::Conv { input, u, bias, .. }) => {
             (k.conv2d_winograd)(p, input, u, Some(bias), *act, scratch, out)
         }
+        (Op::Pool(p, true), Data::Pool { input }) => (k.max_pool2d)(p, input, out),
+        (Op::Pool(p, false), Data::Pool { input }) => (k.avg_pool2d)(p, input, out),
         _ => unreachable!("Data::new builds the data for its op"),
     }
 }
@@ -457,6 +467,7 @@ fn main() {
                 p.batch * p.c_out * p.out_h * p.out_w,
                 p.winograd_scratch_len(),
             ),
+            Op::Pool(p, _) => (p.batch * p.channels * p.out_h * p.out_w, 0),
         };
 
         let mut contenders: Vec<Contender> = vec![Contender::Peak];
@@ -596,7 +607,7 @@ fn main() {
             let mut p: Vec<f64> = sel().map(|r| r.of_peak).collect();
             let mut v: Vec<f64> = sel().filter_map(|r| r.vs_crate).collect();
             of_peak += &format!(" {}={}", family.name(), fmt_median(&mut p));
-            if family != Family::MobilenetDw {
+            if !matches!(family, Family::MobilenetDw | Family::Pool) {
                 vs += &format!(" {}={}", family.name(), fmt_median(&mut v));
             }
         }

@@ -1,13 +1,14 @@
 //! The benchmark's cases: square GEMMs, every distinct convolution of ResNet-50, every
-//! distinct 1x1 convolution of MobileNet-v2 and ShuffleNet-v2 and every distinct depthwise
-//! convolution of MobileNet-v2, all at batch 1 on a 224x224 input.
+//! distinct 1x1 convolution of MobileNet-v2 and ShuffleNet-v2, every distinct depthwise
+//! convolution of MobileNet-v2 and the pooling layers of the benchmark's CNNs, all at batch 1
+//! on a 224x224 input.
 //!
 //! The layer lists are written out by hand from the torchvision definitions (ResNet-50 v1.5,
 //! with the stride on the 3x3 of each stage's first block; MobileNet-v2 width 1.0), keeping one
 //! entry per distinct (channels, size, kernel, stride): a repeated shape would only weight the
 //! medians towards it.
 
-use kiln_kernels::{Activation, Conv2d};
+use kiln_kernels::{Activation, Conv2d, Pool2d};
 
 /// Which group of cases a case belongs to; the summary takes medians per family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,10 +29,13 @@ pub enum Family {
     Im2col3x3,
     /// The same layers through `conv2d_winograd` (flops counted as the direct convolution's).
     Winograd,
+    /// The max and average pools of SqueezeNet, Inception-v2, ResNet-50, DenseNet-121 and
+    /// ShuffleNet-v2 through the table's `max_pool2d` / `avg_pool2d`.
+    Pool,
 }
 
 impl Family {
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
@@ -39,6 +43,7 @@ impl Family {
         Family::Pointwise,
         Family::Im2col3x3,
         Family::Winograd,
+        Family::Pool,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +55,7 @@ impl Family {
             Family::Pointwise => "pointwise",
             Family::Im2col3x3 => "im2col3x3",
             Family::Winograd => "winograd3x3",
+            Family::Pool => "pool",
         }
     }
 }
@@ -63,6 +69,8 @@ pub enum Op {
     Conv(Conv2d, Activation),
     /// The same through the Winograd kernel, on filters transformed once beforehand.
     Winograd(Conv2d, Activation),
+    /// Max pooling (`true`) or average pooling (`false`, padding not counted: ONNX's default).
+    Pool(Pool2d, bool),
 }
 
 /// One line of the benchmark.
@@ -75,7 +83,9 @@ pub struct Case {
 
 impl Case {
     /// Useful flops: two per multiply-add of the mathematical definition (padding taps and
-    /// bias/activation epilogues are not counted).
+    /// bias/activation epilogues are not counted); for a pool, one per window element of each
+    /// output (a comparison or an addition), so its `of_peak` is against a peak of two flops per
+    /// FMA lane: pooling's honest ceiling is half of it, and memory bounds it well before that.
     pub fn flops(&self) -> f64 {
         match self.op {
             Op::Gemm { m, n, k } => 2.0 * (m * n * k) as f64,
@@ -83,6 +93,7 @@ impl Case {
                 let per_out = (p.c_in / p.groups) * p.kh * p.kw;
                 2.0 * (p.batch * p.c_out * p.out_h * p.out_w * per_out) as f64
             }
+            Op::Pool(p, _) => (p.batch * p.channels * p.out_h * p.out_w * p.kh * p.kw) as f64,
         }
     }
 
@@ -93,7 +104,7 @@ impl Case {
         match self.op {
             Op::Gemm { m, n, k } => Some((m, n, k)),
             Op::Conv(p, _) | Op::Winograd(p, _) if p.groups == 1 => Some(conv_as_gemm(&p)),
-            Op::Conv(..) | Op::Winograd(..) => None,
+            Op::Conv(..) | Op::Winograd(..) | Op::Pool(..) => None,
         }
     }
 }
@@ -249,6 +260,31 @@ const CONV3X3: [(&str, usize, usize, usize); 16] = [
     ("squeezenet", 64, 256, 13),
 ];
 
+/// A pooling layer as `(network, max, channels, input size, window, stride, padding before,
+/// padding after)`.
+type PoolLayer = (&'static str, bool, usize, usize, usize, usize, usize, usize);
+
+/// The distinct pooling layers of the benchmark's CNNs: the ceil-mode pools of SqueezeNet
+/// and Inception-v2 have one more row and column of padding after (as kiln compiles them).
+const POOLS: [PoolLayer; 16] = [
+    ("squeezenet", true, 96, 109, 3, 2, 0, 0),
+    ("squeezenet", true, 256, 54, 3, 2, 0, 1),
+    ("squeezenet", true, 512, 27, 3, 2, 0, 0),
+    ("resnet50", true, 64, 112, 3, 2, 1, 1),
+    ("shufflenetv2", true, 24, 112, 3, 2, 1, 1),
+    ("inceptionv2", true, 64, 112, 3, 2, 0, 1),
+    ("inceptionv2", true, 192, 56, 3, 2, 0, 1),
+    ("inceptionv2", true, 320, 28, 3, 2, 0, 1),
+    ("inceptionv2", true, 608, 14, 3, 2, 0, 1),
+    ("inceptionv2", false, 256, 28, 3, 1, 1, 1),
+    ("inceptionv2", false, 576, 14, 3, 1, 1, 1),
+    ("inceptionv2", false, 1056, 7, 3, 1, 1, 1),
+    ("inceptionv2", true, 1024, 7, 3, 1, 1, 1),
+    ("densenet121", false, 128, 56, 2, 2, 0, 0),
+    ("densenet121", false, 256, 28, 2, 2, 0, 0),
+    ("densenet121", false, 512, 14, 2, 2, 0, 0),
+];
+
 /// Every case, in the order they are run and printed.
 pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -343,6 +379,28 @@ pub fn all() -> Vec<Case> {
             family: Family::MobilenetDw,
             // MobileNet-v2 follows every depthwise convolution with ReLU6.
             op: Op::Conv(layer.conv(), Activation::Clip { min: 0.0, max: 6.0 }),
+        });
+    }
+    for &(net, max, c, h, k, stride, before, after) in &POOLS {
+        let out = (h + before + after - k) / stride + 1;
+        let p = Pool2d {
+            batch: 1,
+            channels: c,
+            h,
+            w: h,
+            kh: k,
+            kw: k,
+            stride: [stride; 2],
+            pad: [before, before, after, after],
+            out_h: out,
+            out_w: out,
+            count_include_pad: false,
+        };
+        let kind = if max { "max" } else { "avg" };
+        cases.push(Case {
+            name: format!("pool/{net}/{kind}_k{k}s{stride}_{c}_{h}"),
+            family: Family::Pool,
+            op: Op::Pool(p, max),
         });
     }
     cases

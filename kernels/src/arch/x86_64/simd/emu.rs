@@ -132,8 +132,14 @@ impl Simd for Emu16 {
     fn is_nan(self, a: V2) -> V2 {
         self.map(a, |s, x| s.is_nan(x))
     }
+    fn unordered(self, a: V2, b: V2) -> V2 {
+        self.zip(a, b, |s, x, y| s.unordered(x, y))
+    }
     fn mask_or(self, a: V2, b: V2) -> V2 {
         self.zip(a, b, |s, x, y| s.mask_or(x, y))
+    }
+    fn mask_any(self, m: V2) -> bool {
+        self.0.mask_any(self.0.mask_or(m[0], m[1]))
     }
     fn select(self, m: V2, t: V2, f: V2) -> V2 {
         [
@@ -159,6 +165,9 @@ impl Simd for Emu16 {
     }
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
         job.run::<16>(self)
+    }
+    fn avx2(self) -> Avx2Fma {
+        self.0
     }
     fn transpose(self, rows: &mut [V2]) {
         // Four 8x8 blocks: [[a, b], [c, d]] becomes [[a', c'], [b', d']].

@@ -650,6 +650,76 @@ fn pooling_is_bit_identical_to_portable() {
     });
 }
 
+/// The pools of the benchmark's networks (SqueezeNet, Inception-v2, ResNet-50, DenseNet-121:
+/// the row-sharing max folds, the flat stride-1 planes, the 8-lane rows of the 16-lane
+/// kernels) and a few more "same"-size stride-1 windows, on data made of few distinct values
+/// (ties between +0.0 and -0.0 in most windows, so that the order of the folds shows in the
+/// bits) with NaNs in some planes: one on a row two windows share, one on a plane's edge.
+#[test]
+fn pooling_network_shapes_bit_identical_to_portable() {
+    // (channels, size, window, stride, padding before, padding after)
+    const SHAPES: [(usize, usize, usize, usize, usize, usize); 19] = [
+        (2, 109, 3, 2, 0, 0),
+        (2, 54, 3, 2, 0, 1),
+        (2, 27, 3, 2, 0, 0),
+        (2, 112, 3, 2, 1, 1),
+        (2, 112, 3, 2, 0, 1),
+        (2, 56, 3, 2, 0, 1),
+        (3, 28, 3, 2, 0, 1),
+        (3, 14, 3, 2, 0, 1),
+        (3, 28, 3, 1, 1, 1),
+        (3, 14, 3, 1, 1, 1),
+        (3, 7, 3, 1, 1, 1),
+        (2, 56, 2, 2, 0, 0),
+        (3, 28, 2, 2, 0, 0),
+        (3, 14, 2, 2, 0, 0),
+        (2, 13, 5, 1, 2, 2),
+        (2, 31, 5, 1, 2, 2),
+        (2, 9, 2, 1, 0, 1),
+        (2, 9, 4, 1, 2, 1),
+        (2, 33, 1, 1, 0, 0),
+    ];
+    both(|what, lanes| {
+        let mut rng = XorShift::new(47);
+        for (c, size, k, stride, before, after) in SHAPES {
+            let out = (size + before + after - k) / stride + 1;
+            for include_pad in [false, true] {
+                let p = Pool2d {
+                    batch: 1,
+                    channels: c,
+                    h: size,
+                    w: size,
+                    kh: k,
+                    kw: k,
+                    stride: [stride; 2],
+                    pad: [before, before, after, after],
+                    out_h: out,
+                    out_w: out,
+                    count_include_pad: include_pad,
+                };
+                let values = [-1.0, -0.0, 0.0, 0.5, 1.0];
+                let mut x: Vec<f32> = (0..c * size * size).map(|_| values[rng.below(5)]).collect();
+                // Plane 1: a NaN on row 2 (shared by the first two 3x3 stride-2 windows) and
+                // one in the last column of the last row.
+                let plane = size * size;
+                x[plane + 2 * size + size / 2] = f32::NAN;
+                x[2 * plane - 1] = f32::NAN;
+                let n_out = c * out * out;
+                let wh = format!("{what} {p:?}");
+                let mut want = vec![0.0; n_out];
+                let mut got = vec![f32::NAN; n_out];
+                portable::max_pool2d(&p, &x, &mut want);
+                on!(lanes, s => pool::max_pool2d(s, &p, &x, &mut got));
+                assert_same(&got, &want, &format!("max {wh}"));
+                portable::avg_pool2d(&p, &x, &mut want);
+                got.fill(f32::NAN);
+                on!(lanes, s => pool::avg_pool2d(s, &p, &x, &mut got));
+                assert_same(&got, &want, &format!("avg {wh}"));
+            }
+        }
+    });
+}
+
 #[test]
 fn global_avg_pool_matches_portable() {
     both(|what, lanes| {

@@ -163,8 +163,12 @@ pub(crate) trait Simd: Copy {
     fn gt(self, a: Self::V, b: Self::V) -> Self::M;
     /// Lanes holding NaN.
     fn is_nan(self, a: Self::V) -> Self::M;
+    /// Lanes where `a` or `b` holds NaN.
+    fn unordered(self, a: Self::V, b: Self::V) -> Self::M;
     /// Union of two masks.
     fn mask_or(self, a: Self::M, b: Self::M) -> Self::M;
+    /// Whether any lane of `m` is set.
+    fn mask_any(self, m: Self::M) -> bool;
     /// `if m { t } else { f }` per lane.
     fn select(self, m: Self::M, t: Self::V, f: Self::V) -> Self::V;
 
@@ -178,6 +182,9 @@ pub(crate) trait Simd: Copy {
     /// Puts a vector in lane order `P` (see [`deinterleave`](Self::deinterleave)) back into
     /// memory order.
     fn unpermute(self, v: Self::V) -> Self::V;
+
+    /// The 8-lane token: every ISA here implies AVX2 and FMA.
+    fn avx2(self) -> Avx2Fma;
 
     /// Runs `job` with `L = LANES` as a const generic parameter, so that it can size arrays of
     /// vectors by the lane count.
@@ -363,8 +370,16 @@ impl Simd for Avx2Fma {
         with_token!(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, a))
     }
     #[inline(always)]
+    fn unordered(self, a: __m256, b: __m256) -> __m256 {
+        with_token!(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, b))
+    }
+    #[inline(always)]
     fn mask_or(self, a: __m256, b: __m256) -> __m256 {
         with_token!(_mm256_or_ps(a, b))
+    }
+    #[inline(always)]
+    fn mask_any(self, m: __m256) -> bool {
+        with_token!(_mm256_movemask_ps(m)) != 0
     }
     #[inline(always)]
     fn select(self, m: __m256, t: __m256, f: __m256) -> __m256 {
@@ -407,6 +422,10 @@ impl Simd for Avx2Fma {
     #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
         job.run::<8>(self)
+    }
+    #[inline(always)]
+    fn avx2(self) -> Avx2Fma {
+        self
     }
     #[inline(always)]
     fn transpose(self, rows: &mut [__m256]) {
@@ -596,8 +615,16 @@ impl Simd for Avx512F {
         with_token!(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a))
     }
     #[inline(always)]
+    fn unordered(self, a: __m512, b: __m512) -> __mmask16 {
+        with_token!(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b))
+    }
+    #[inline(always)]
     fn mask_or(self, a: __mmask16, b: __mmask16) -> __mmask16 {
         a | b
+    }
+    #[inline(always)]
+    fn mask_any(self, m: __mmask16) -> bool {
+        m != 0
     }
     #[inline(always)]
     fn select(self, m: __mmask16, t: __m512, f: __m512) -> __m512 {
@@ -635,6 +662,11 @@ impl Simd for Avx512F {
     #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
         job.run::<16>(self)
+    }
+    #[inline(always)]
+    fn avx2(self) -> Avx2Fma {
+        // An AVX-512F token implies AVX2 and FMA (its constructor's contract).
+        Avx2Fma(())
     }
     #[inline(always)]
     fn transpose(self, rows: &mut [__m512]) {
