@@ -517,7 +517,7 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
                                 b.ty0 + r,
                                 tx0,
                                 ch,
-                                &b.v,
+                                b.v,
                                 at,
                                 p.c_in * nt,
                             )
