@@ -271,14 +271,24 @@ fn conv2d_res_split_matches_one_thread() {
 
 #[test]
 fn winograd_split_matches_one_thread() {
-    for p in [conv(64, 64, 28, 3, 1, 1, 1), conv(64, 48, 30, 3, 1, 1, 1)] {
+    // The third runs several blocks (15 tile rows of 15 tiles) on two images, so a block's
+    // output transform shares its job with the next block's input transform.
+    let two_images = Conv2d {
+        batch: 2,
+        ..conv(48, 64, 60, 3, 1, 1, 1)
+    };
+    for p in [
+        conv(64, 64, 28, 3, 1, 1, 1),
+        conv(64, 48, 30, 3, 1, 1, 1),
+        two_images,
+    ] {
         assert!(p.is_winograd_shape());
-        let input = data(p.c_in * p.h * p.w, 6);
+        let input = data(p.batch * p.c_in * p.h * p.w, 6);
         let weight = data(p.c_out * p.c_in * 9, 7);
         let bias = data(p.c_out, 8);
         let mut u = vec![0.0; 36 * p.c_out * p.c_in];
         winograd::transform_filter(p.c_out, p.c_in, &weight, &mut u);
-        let out_len = p.c_out * p.out_h * p.out_w;
+        let out_len = p.batch * p.c_out * p.out_h * p.out_w;
         let mut want = vec![0.0; out_len];
         let mut scratch = vec![0.0; p.scratch_len()];
         let act = Activation::Relu;

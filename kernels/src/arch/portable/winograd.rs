@@ -325,11 +325,13 @@ pub(crate) struct Block<'a> {
     bias: Option<&'a [f32]>,
     act: Activation,
     gemm: GemmFn,
-    /// `V[ξ][c_in][nt]` and `M[ξ][c_out][nt]` of this block.
-    v: SharedMut<'a>,
-    m: SharedMut<'a>,
-    /// One image's output, `[c_out, out_h, out_w]`.
-    dst: SharedMut<'a>,
+    /// The scratch that every block reuses: `V[ξ][c_in][nt]` and `M[ξ][c_out][nt]` of this
+    /// block at its start.
+    v: &'a SharedMut<'a>,
+    m: &'a SharedMut<'a>,
+    /// The whole output; this block's image starts at `dst_at` (`[c_out, out_h, out_w]`).
+    dst: &'a SharedMut<'a>,
+    dst_at: usize,
     /// The block: tile rows `ty0..ty0 + rows`, `nt` tiles.
     ty0: usize,
     rows: usize,
@@ -419,41 +421,64 @@ pub(crate) fn conv2d_with<C: Compiled>(
     let in_tasks = channel_tasks(p.c_in, par.threads());
     let out_tasks = channel_tasks(p.c_out, par.threads());
     let (v_all, m_all) = scratch.split_at_mut(POINTS * p.c_in * b.rows * b.tiles_x);
-    let mut ty0 = 0;
-    while ty0 < b.tiles_y {
+    let (v, m, dst) = (
+        SharedMut::new(v_all),
+        SharedMut::new(m_all),
+        SharedMut::new(&mut out[..p.batch * p.c_out * out_plane]),
+    );
+    // The blocks in order: tile rows, then images (each block reuses the whole scratch).
+    let mut blocks = (0..b.tiles_y).step_by(b.rows).flat_map(|ty0| {
         let rows = b.rows.min(b.tiles_y - ty0);
-        let nt = rows * b.tiles_x;
-        for n in 0..p.batch {
-            let blk = Block {
-                p,
-                image: &input[n * p.c_in * in_plane..][..p.c_in * in_plane],
-                u,
-                bias,
-                act,
-                gemm,
-                v: SharedMut::new(&mut v_all[..POINTS * p.c_in * nt]),
-                m: SharedMut::new(&mut m_all[..POINTS * p.c_out * nt]),
-                dst: SharedMut::new(&mut out[n * p.c_out * out_plane..][..p.c_out * out_plane]),
-                ty0,
-                rows,
-                nt,
-                tiles_x: b.tiles_x,
-                in_tasks,
-                out_tasks,
-            };
-            for (step, tasks) in [
-                (Step::Input, in_tasks),
-                (Step::Products, POINTS),
-                (Step::Output, out_tasks),
-            ] {
-                par.run(tasks, &|i| {
-                    // SAFETY: `Parallel` runs each task of a step once, the steps one after
-                    // the other; the caller of `conv2d_with` chose `C` for this CPU.
-                    unsafe { C::task(&blk, step, i) }
-                });
+        (0..p.batch).map(move |n| (ty0, rows, n))
+    });
+    let block = |(ty0, rows, n): (usize, usize, usize)| Block {
+        p,
+        image: &input[n * p.c_in * in_plane..][..p.c_in * in_plane],
+        u,
+        bias,
+        act,
+        gemm,
+        v: &v,
+        m: &m,
+        dst: &dst,
+        dst_at: n * p.c_out * out_plane,
+        ty0,
+        rows,
+        nt: rows * b.tiles_x,
+        tiles_x: b.tiles_x,
+        in_tasks,
+        out_tasks,
+    };
+    // One job per step, except that a block's output transform and the next block's input
+    // transform are one job: they touch disjoint data (`M` and the output; the input and `V`,
+    // which the products already read), so the threads meet at one barrier fewer per block.
+    // On one thread the order of the work is that of three steps per block.
+    let mut cur = blocks.next().map(block);
+    if let Some(first) = &cur {
+        par.run(in_tasks, &|i| {
+            // SAFETY: `Parallel` runs each task once and the job alone; the caller of
+            // `conv2d_with` chose `C` for this CPU.
+            unsafe { C::task(first, Step::Input, i) }
+        });
+    }
+    while let Some(blk) = cur {
+        par.run(POINTS, &|i| {
+            // SAFETY: as above; the input transform that wrote `V` has returned.
+            unsafe { C::task(&blk, Step::Products, i) }
+        });
+        let next = blocks.next().map(block);
+        let next_in = next.as_ref().map_or(0, |_| in_tasks);
+        par.run(out_tasks + next_in, &|i| {
+            // SAFETY: as above; the products that wrote `M` have returned, and the next
+            // block's input transform writes only `V` (see `block_task`'s contract).
+            unsafe {
+                match &next {
+                    Some(nb) if i >= out_tasks => C::task(nb, Step::Input, i - out_tasks),
+                    _ => C::task(&blk, Step::Output, i),
+                }
             }
-        }
-        ty0 += rows;
+        });
+        cur = next;
     }
 }
 
@@ -462,8 +487,10 @@ pub(crate) fn conv2d_with<C: Compiled>(
 /// # Safety
 ///
 /// No other task of the same step and block runs with the same `i` at the same time, and no
-/// task of another step of the block runs at the same time (the steps read what the previous
-/// one wrote).
+/// task of another step runs at the same time (the steps read what the previous one wrote),
+/// except that a block's output transform may run beside the next block's input transform (the
+/// former reads `M` and writes the output, the latter reads the input and writes `V`, and
+/// the blocks share only the scratch). All blocks given share `v`, `m` and `dst`.
 #[inline(always)]
 pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
     let p = b.p;
@@ -490,7 +517,7 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
                                 b.ty0 + r,
                                 tx0,
                                 ch,
-                                &b.v,
+                                b.v,
                                 at,
                                 p.c_in * nt,
                             )
@@ -520,8 +547,9 @@ pub(crate) unsafe fn block_task(b: &Block<'_>, step: Step, i: usize) {
             // reads `M`.
             let (planes, m) = unsafe {
                 (
-                    b.dst.part(range.start * out_plane, range.len() * out_plane),
-                    b.m.read(0, b.m.len()),
+                    b.dst
+                        .part(b.dst_at + range.start * out_plane, range.len() * out_plane),
+                    b.m.read(0, POINTS * p.c_out * nt),
                 )
             };
             for (c, plane) in range.zip(planes.chunks_exact_mut(out_plane)) {
