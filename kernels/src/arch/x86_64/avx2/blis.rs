@@ -90,9 +90,9 @@ pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 /// 64-deep tile is only 64 steps, so what each panel costs besides them (the slivers' loop,
 /// the prefetch of the next sliver in the last tile, the panel's own setup) weighs more, and
 /// four times as many tiles per sliver spread it thinner (kernel bench, AMD EPYC Zen 4:
-/// ResNet-50's 64-256 at 56x56 and MobileNet-v2's 16-96 at 112x112 5-14 % faster, see README
-/// "The blocked GEMM's parameters"). The products that read `B` in place (`m <= k`) keep
-/// narrow panels: there they measured the same or slower.
+/// ResNet-50's 64-256 at 56x56 5-9 % faster with AVX-512, the other expansions within the
+/// noise; README "The blocked GEMM's parameters"). The products that read `B` in place
+/// (`m <= k`) keep narrow panels: there they measured the same or slower.
 fn panel_cols(m: usize, kc: usize) -> usize {
     /// The deepest block counted as short.
     const SHORT_KC: usize = 128;
