@@ -339,6 +339,9 @@ fn conv2d_large_shapes_match_portable() {
         // with a balanced row tail (30 = 12 + 9 + 9); and one deeper than a depth block.
         conv(200, 23, 30, 1, 1, 0),
         conv(700, 5, 21, 1, 1, 0),
+        // A short 1x1 expansion (c_in <= 128 < c_out, `B` packed): panels of 512 columns,
+        // 27 x 27 = 729 = 512 + 217 (six full tiles, a half-width one, 9 dot products).
+        conv(24, 27, 150, 1, 1, 0),
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
         check_res(&p, true, Activation::Relu, 6).unwrap();

@@ -111,7 +111,10 @@ proptest! {
 /// Sizes that cross several depth blocks and column panels, beyond what the random cases
 /// reach cheaply. The x86 GEMM packs wider panels when a depth block of `A` exceeds half the
 /// L2: 1100 x 250 floats (two blocks of 250) is 1.1 MB, past that on any L2 up to 2 MiB, and
-/// 530 columns are one wide panel and a ragged one.
+/// 530 columns are one wide panel and a ragged one. Short products with more rows than depth
+/// (`k <= 128 < m`) take wide panels too: 1100 columns are two wide panels and a ragged 76
+/// (two full tiles and a dot-product rest on AVX-512), at depths on both sides of the
+/// boundary, with slivers whose row tail is balanced (100 = 7 x 12 + 8 + 8).
 #[test]
 fn gemm_large_shapes_match_portable() {
     for (m, n, k) in [
@@ -120,6 +123,10 @@ fn gemm_large_shapes_match_portable() {
         (7, 196, 1030),
         (25, 17, 3),
         (1100, 530, 500),
+        (100, 1100, 64),
+        (129, 1100, 128),
+        (130, 1100, 129),
+        (40, 530, 3),
     ] {
         let a = data(m * k, 3);
         let b = data(k * n, 4);

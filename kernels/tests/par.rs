@@ -178,6 +178,7 @@ fn conv2d_split_matches_one_thread() {
         conv(64, 96, 12, 3, 1, 1, 1),   // 12x12: two panels, a half-width micro-panel
         conv(128, 128, 28, 3, 1, 1, 2), // grouped
         conv(48, 40, 30, 5, 1, 2, 1),   // ragged
+        conv(24, 150, 27, 1, 1, 0, 1),  // short expansion: wide panels, 729 = 512 + 217
     ];
     for p in cases {
         let input = data(p.batch * p.c_in * p.h * p.w, 3);

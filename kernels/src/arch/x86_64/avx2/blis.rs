@@ -84,11 +84,22 @@ pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 /// Zen 4). If it does not, every panel streams `A` from L3 again, and wider panels read it
 /// fewer times and reuse each sliver across more tiles: GEMM 1024^3 went from 0.87-0.95 to
 /// 0.97-0.99 of the `gemm` crate's speed with 512 columns instead of 128, on both ISAs.
+///
+/// Short, wide products (`kc <= SHORT_KC` and more rows than depth: a 1x1 expansion such as
+/// ResNet-50's 64 -> 256 at 56x56, which packs `B`) get wide panels too, though `A` fits: a
+/// 64-deep tile is only 64 steps, so what each panel costs besides them (the slivers' loop,
+/// the prefetch of the next sliver in the last tile, the panel's own setup) weighs more, and
+/// four times as many tiles per sliver spread it thinner (kernel bench, AMD EPYC Zen 4:
+/// ResNet-50's 64-256 at 56x56 5-9 % faster with AVX-512, the other expansions within the
+/// noise; README "The blocked GEMM's parameters"). The products that read `B` in place
+/// (`m <= k`) keep narrow panels: there they measured the same or slower.
 fn panel_cols(m: usize, kc: usize) -> usize {
+    /// The deepest block counted as short.
+    const SHORT_KC: usize = 128;
     let a_block = m
         .saturating_mul(kc)
         .saturating_mul(core::mem::size_of::<f32>());
-    if a_block > crate::arch::x86_64::cache::l2_bytes() / 2 {
+    if a_block > crate::arch::x86_64::cache::l2_bytes() / 2 || (kc <= SHORT_KC && m > kc) {
         NC_MAX
     } else {
         NC_MIN
