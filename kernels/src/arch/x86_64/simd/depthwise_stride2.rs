@@ -36,9 +36,9 @@
 //! load 3.5-4.1, of peak): 112 -> 56 columns 0.19-0.23 (channels in lanes) -> 0.28-0.29
 //! (here), 56 -> 28 0.22 -> 0.30, 28 -> 14 0.19-0.20 -> 0.24-0.25. On 14 -> 7 (7 of 16 lanes
 //! used) it lost, 0.14 -> 0.11. With AVX2 (8 lanes, in-lane `vshufps` deinterleave) it lost
-//! on every layer (0.21 -> 0.13-0.17: sixteen registers hold the nine weights and six
-//! accumulators but not the loads and taps as well), so 8 lanes keep the channels-in-lanes
-//! kernel.
+//! on every layer it took (0.21-0.22 -> 0.13-0.17, one run; likely because sixteen registers
+//! hold the nine weights and six accumulators but not the loads and taps as well), so 8 lanes
+//! keep the channels-in-lanes kernel.
 //!
 //! Differences from the portable kernel, as for the other planar kernels: the sum starts from
 //! the bias and is accumulated with FMAs, and a padded tap adds `w * 0.0`.
