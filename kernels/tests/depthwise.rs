@@ -224,12 +224,15 @@ proptest! {
 fn mobilenet_shapes_match_portable() {
     // The real layers' shapes (channel counts cut down), including the 7x7 plane that is
     // narrower than an AVX-512 vector, the stride-2 layers, and the 28- and 14-wide planes
-    // that AVX-512 reads in place.
+    // that AVX-512 reads in place (and a 37-wide stride-2 plane, whose column groups at 16
+    // lanes overlap).
     for (hw, c, stride) in [
         (112, 2, 1),
         (112, 2, 2),
         (56, 3, 2),
+        (37, 2, 2),
         (28, 3, 1),
+        (28, 3, 2),
         (14, 4, 1),
         (14, 5, 2),
         (7, 9, 1),

@@ -1,8 +1,10 @@
 //! Depthwise convolution (one input and one output channel per group), direct SIMD over the
 //! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
-//! smaller than the window. This is the table's entry: it first offers the convolution to
-//! [`super::depthwise_lanes`] (channels in the lanes), which takes stride 2 and planes of at
-//! most 8 output columns, then with 16 lanes to [`super::depthwise_inplace`], this kernel's
+//! smaller than the window. This is the table's entry: it first offers the convolution, with
+//! 16 lanes, to [`super::depthwise_stride2`] (3x3 stride 2 read in place, planes of more than
+//! 8 output columns), then to [`super::depthwise_lanes`] (channels in the lanes), which takes
+//! the other stride-2 convolutions and planes of at most 8 output columns, then with 16 lanes
+//! to [`super::depthwise_inplace`], this kernel's
 //! variant without the band buffer, which takes stride-1 planes of at most
 //! [`super::depthwise_inplace::MAX_OW`] columns; this planar kernel runs the rest (stride 1,
 //! wider planes, and every stride-1 plane with AVX2), and anything none specialises goes to
@@ -112,7 +114,8 @@ pub(crate) fn conv2d<S: Simd>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    if super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out)
+    if super::depthwise_stride2::conv2d(s, p, input, weight, bias, act, scratch, out)
+        || super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out)
         || super::depthwise_inplace::conv2d(s, p, input, weight, bias, act, scratch, out)
     {
         return;
