@@ -348,6 +348,49 @@ fn conv2d_large_shapes_match_portable() {
     }
 }
 
+/// Stems (a 3x3 stride-2 window over 1-4 input channels, at least 16 output columns), which
+/// AVX-512 runs through a direct kernel: output planes not a multiple of 16 columns (the last
+/// chunk overlaps), channel counts not a multiple of its blocks, asymmetric and larger padding,
+/// one output row and column more than the image gives (ceil mode), two images; every
+/// activation, with and without a bias and a residual. Random cases rarely reach 16 columns.
+#[test]
+fn stem_shapes_match_portable() {
+    // `(batch, c_in, h, w, c_out, pad [top, left, bottom, right], extra output rows/columns)`.
+    type Shape = (usize, usize, usize, usize, usize, [usize; 4], usize);
+    let shapes: [Shape; 7] = [
+        (1, 3, 41, 41, 10, [1; 4], 0),
+        (1, 3, 48, 64, 32, [1; 4], 0),
+        (1, 1, 33, 33, 8, [0, 0, 1, 1], 0),
+        (1, 4, 35, 70, 24, [1; 4], 0),
+        (2, 2, 20, 50, 17, [2, 2, 0, 0], 0),
+        (1, 3, 21, 36, 12, [1, 0, 1, 0], 1),
+        (1, 3, 96, 96, 24, [1; 4], 0),
+    ];
+    for (i, &(batch, c_in, h, w, c_out, pad, extra)) in shapes.iter().enumerate() {
+        let p = Conv2d {
+            batch,
+            c_in,
+            h,
+            w,
+            c_out,
+            kh: 3,
+            kw: 3,
+            stride: [2, 2],
+            dilation: [1, 1],
+            pad,
+            groups: 1,
+            out_h: (h + pad[0] + pad[2] - 3) / 2 + 1 + extra,
+            out_w: (w + pad[1] + pad[3] - 3) / 2 + 1 + extra,
+        };
+        assert!(p.out_w >= 16, "{p:?} is not a stem shape");
+        for (j, &act) in ACTS.iter().enumerate() {
+            let seed = (i * ACTS.len() + j) as u64;
+            check(&p, j % 2 == 0, act, seed).unwrap();
+            check_res(&p, j % 2 == 1, act, seed).unwrap();
+        }
+    }
+}
+
 /// Weights deeper than one depth block (`pack::KC`), grouped and not, go through the table's
 /// layout ([`prepared`]) and match the portable kernel on the weights as given; and a table that
 /// reads [`WeightLayout::DepthBlocked`] really does: handed the unpacked weights it is wrong.

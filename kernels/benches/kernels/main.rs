@@ -219,6 +219,12 @@ enum Data {
     Pool {
         input: Vec<f32>,
     },
+    Dense {
+        input: Vec<f32>,
+        /// `[n_out, n_in]`; the crates multiply it as a `[n_in, n_out]` matrix (same flops).
+        weight: Vec<f32>,
+        bias: Vec<f32>,
+    },
 }
 
 impl Data {
@@ -251,6 +257,11 @@ impl Data {
             Op::Pool(p, _) => Data::Pool {
                 input: random(p.batch * p.channels * p.h * p.w, 7),
             },
+            Op::Dense { n_in, n_out } => Data::Dense {
+                input: random(n_in, 8),
+                weight: random(n_out * n_in, 9),
+                bias: random(n_out, 10),
+            },
         }
     }
 
@@ -259,6 +270,7 @@ impl Data {
         match self {
             Data::Gemm { a, b } => (a, b),
             Data::Conv { weight, b, .. } => (weight, b),
+            Data::Dense { input, weight, .. } => (input, weight),
             Data::Pool { .. } => unreachable!("pools have no GEMM"),
         }
     }
@@ -289,6 +301,23 @@ fn run(k: &Kernels, op: &Op, data: &Data, scratch: &mut [f32], out: &mut [f32]) 
         }
         (Op::Pool(p, true), Data::Pool { input }) => (k.max_pool2d)(p, input, out),
         (Op::Pool(p, false), Data::Pool { input }) => (k.avg_pool2d)(p, input, out),
+        (
+            &Op::Dense { n_in, n_out },
+            Data::Dense {
+                input,
+                weight,
+                bias,
+            },
+        ) => (k.dense)(
+            1,
+            n_in,
+            n_out,
+            input,
+            weight,
+            Some(bias),
+            kiln_kernels::Activation::None,
+            out,
+        ),
         _ => unreachable!("Data::new builds the data for its op"),
     }
 }
@@ -468,6 +497,7 @@ fn main() {
                 p.winograd_scratch_len(),
             ),
             Op::Pool(p, _) => (p.batch * p.channels * p.out_h * p.out_w, 0),
+            Op::Dense { n_out, .. } => (n_out, 0),
         };
 
         let mut contenders: Vec<Contender> = vec![Contender::Peak];

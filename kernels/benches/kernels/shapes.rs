@@ -1,7 +1,8 @@
 //! The benchmark's cases: square GEMMs, every distinct convolution of ResNet-50, every
-//! distinct 1x1 convolution of MobileNet-v2 and ShuffleNet-v2, every distinct depthwise
-//! convolution of MobileNet-v2 and the pooling layers of the benchmark's CNNs, all at batch 1
-//! on a 224x224 input.
+//! distinct 1x1 convolution of MobileNet-v2 and ShuffleNet-v2 and a sample of DenseNet-121's
+//! (its 1x1 layers grow by 32 input channels each), every distinct depthwise convolution of
+//! MobileNet-v2, the pooling layers of the benchmark's CNNs and the 3x3 stride-2 stems of
+//! MobileNet-v2 and ShuffleNet-v2, all at batch 1 on a 224x224 input.
 //!
 //! The layer lists are written out by hand from the torchvision definitions (ResNet-50 v1.5,
 //! with the stride on the 3x3 of each stage's first block; MobileNet-v2 width 1.0), keeping one
@@ -22,7 +23,8 @@ pub enum Family {
     ResnetConv,
     /// MobileNet-v2's depthwise convolutions through the table's `conv2d`.
     MobilenetDw,
-    /// MobileNet-v2's and ShuffleNet-v2's 1x1 convolutions through the table's `conv2d`.
+    /// MobileNet-v2's, ShuffleNet-v2's and DenseNet-121's 1x1 convolutions through the
+    /// table's `conv2d`.
     Pointwise,
     /// The 3x3 stride-1 layers of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet through the
     /// table's `conv2d` (im2col GEMM), to compare with [`Family::Winograd`] case by case.
@@ -32,10 +34,16 @@ pub enum Family {
     /// The max and average pools of SqueezeNet, Inception-v2, ResNet-50, DenseNet-121 and
     /// ShuffleNet-v2 through the table's `max_pool2d` / `avg_pool2d`.
     Pool,
+    /// The 3-channel 3x3 stride-2 stems of MobileNet-v2 and ShuffleNet-v2 through the table's
+    /// `conv2d`.
+    Stem,
+    /// The classifiers of MobileNet-v2 (1280 -> 1000) and ResNet-50 (2048 -> 1000) at batch 1
+    /// through the table's `dense` (a matrix-vector product: bound by reading the weights).
+    Dense,
 }
 
 impl Family {
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 10] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
@@ -44,6 +52,8 @@ impl Family {
         Family::Im2col3x3,
         Family::Winograd,
         Family::Pool,
+        Family::Stem,
+        Family::Dense,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +66,8 @@ impl Family {
             Family::Im2col3x3 => "im2col3x3",
             Family::Winograd => "winograd3x3",
             Family::Pool => "pool",
+            Family::Stem => "stem",
+            Family::Dense => "dense",
         }
     }
 }
@@ -71,6 +83,8 @@ pub enum Op {
     Winograd(Conv2d, Activation),
     /// Max pooling (`true`) or average pooling (`false`, padding not counted: ONNX's default).
     Pool(Pool2d, bool),
+    /// `y[o] = sum_i x[i] w[o, i] + b[o]` for one input row.
+    Dense { n_in: usize, n_out: usize },
 }
 
 /// One line of the benchmark.
@@ -94,6 +108,7 @@ impl Case {
                 2.0 * (p.batch * p.c_out * p.out_h * p.out_w * per_out) as f64
             }
             Op::Pool(p, _) => (p.batch * p.channels * p.out_h * p.out_w * p.kh * p.kw) as f64,
+            Op::Dense { n_in, n_out } => 2.0 * (n_in * n_out) as f64,
         }
     }
 
@@ -104,6 +119,7 @@ impl Case {
         match self.op {
             Op::Gemm { m, n, k } => Some((m, n, k)),
             Op::Conv(p, _) | Op::Winograd(p, _) if p.groups == 1 => Some(conv_as_gemm(&p)),
+            Op::Dense { n_in, n_out } => Some((1, n_out, n_in)),
             Op::Conv(..) | Op::Winograd(..) | Op::Pool(..) => None,
         }
     }
@@ -189,6 +205,27 @@ const SHUFFLENET_V2_PW: [(usize, usize, usize); 7] = [
     (232, 232, 14),
     (232, 232, 7),
     (464, 1024, 7),
+];
+
+/// DenseNet-121's 1x1 convolutions as `(c_in, c_out, size)`: in each dense block the
+/// bottlenecks (`c_in -> 128`, `c_in` growing by 32 per layer: the first, a middle and the
+/// last of each block), then the transition that halves the channels (before its 2x2 average
+/// pool). All are projections or square (`c_out <= c_in`) but the first two at 56x56.
+const DENSENET121_PW: [(usize, usize, usize); 14] = [
+    (64, 128, 56),
+    (128, 128, 56),
+    (224, 128, 56),
+    (256, 128, 56),
+    (128, 128, 28),
+    (320, 128, 28),
+    (480, 128, 28),
+    (512, 256, 28),
+    (256, 128, 14),
+    (608, 128, 14),
+    (992, 128, 14),
+    (1024, 512, 14),
+    (512, 128, 7),
+    (992, 128, 7),
 ];
 
 /// ResNet-50's distinct convolutions as `(c_in, c_out, input size, kernel, stride)`.
@@ -346,6 +383,7 @@ pub fn all() -> Vec<Case> {
     for (net, shapes) in [
         ("mobilenetv2", &MOBILENET_V2_PW[..]),
         ("shufflenetv2", &SHUFFLENET_V2_PW[..]),
+        ("densenet121", &DENSENET121_PW[..]),
     ] {
         for &(c_in, c_out, h) in shapes {
             let layer = Layer {
@@ -356,14 +394,36 @@ pub fn all() -> Vec<Case> {
                 stride: 1,
                 groups: 1,
             };
-            // The expansions end in ReLU6 (MobileNet) or ReLU (ShuffleNet), the projections
-            // in nothing; the epilogue's cost is the same either way, so ReLU for all.
+            // The expansions end in ReLU6 (MobileNet) or ReLU (ShuffleNet, DenseNet's
+            // bottlenecks, whose batch norm folds into the bias), the projections and
+            // DenseNet's transitions in nothing; the epilogue's cost is the same either way,
+            // so ReLU for all.
             cases.push(Case {
                 name: format!("{net}/pw/{}", layer.name()),
                 family: Family::Pointwise,
                 op: Op::Conv(layer.conv(), Activation::Relu),
             });
         }
+    }
+    // The stems: 3 -> 32 (MobileNet-v2, ReLU6) and 3 -> 24 (ShuffleNet-v2, ReLU), 3x3 stride 2
+    // on the 224x224 image, batch norm folded into the bias.
+    for (net, c_out, act) in [
+        ("mobilenetv2", 32, Activation::Clip { min: 0.0, max: 6.0 }),
+        ("shufflenetv2", 24, Activation::Relu),
+    ] {
+        let layer = Layer {
+            c_in: 3,
+            c_out,
+            h: 224,
+            k: 3,
+            stride: 2,
+            groups: 1,
+        };
+        cases.push(Case {
+            name: format!("{net}/stem/{}", layer.name()),
+            family: Family::Stem,
+            op: Op::Conv(layer.conv(), act),
+        });
     }
     for &(c, h, stride) in &MOBILENET_V2_DW {
         let layer = Layer {
@@ -379,6 +439,13 @@ pub fn all() -> Vec<Case> {
             family: Family::MobilenetDw,
             // MobileNet-v2 follows every depthwise convolution with ReLU6.
             op: Op::Conv(layer.conv(), Activation::Clip { min: 0.0, max: 6.0 }),
+        });
+    }
+    for (net, n_in) in [("mobilenetv2", 1280), ("resnet50", 2048)] {
+        cases.push(Case {
+            name: format!("{net}/dense/{n_in}-1000"),
+            family: Family::Dense,
+            op: Op::Dense { n_in, n_out: 1000 },
         });
     }
     for &(net, max, c, h, k, stride, before, after) in &POOLS {

@@ -91,7 +91,7 @@ pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 /// the prefetch of the next sliver in the last tile, the panel's own setup) weighs more, and
 /// four times as many tiles per sliver spread it thinner (kernel bench, AMD EPYC Zen 4:
 /// ResNet-50's 64-256 at 56x56 5-9 % faster with AVX-512, the other expansions within the
-/// noise; README "The blocked GEMM's parameters"). The products that read `B` in place
+/// noise; docs/performance.md, "The blocked GEMM's parameters"). The products that read `B` in place
 /// (`m <= k`) keep narrow panels: there they measured the same or slower.
 fn panel_cols(m: usize, kc: usize) -> usize {
     /// The deepest block counted as short.
@@ -890,7 +890,7 @@ fn in_panel<const CAP: usize>(used: usize, body: &mut dyn FnMut(&mut [f32])) {
 /// they wasted most lanes (a 7x7 map's 49 = 32 + 17 columns as two tiles ran at 0.78 of the
 /// packed path). The loops are those of the packed path (panels of `panel_nc` columns,
 /// depth blocks, slivers, tiles), so a panel's rows of `B` stay in L2 across the slivers
-/// that reuse them.
+/// that reuse them, and the last full tile on a sliver prefetches the next one, as there.
 ///
 /// # Safety
 ///
@@ -937,11 +937,15 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
             let mut ir = rows.start;
             while ir < rows.end {
                 let r = sliver_rows(rows.end, ir, mr);
-                let (sliver, lda) = if g.a_blocked {
-                    (a_ptr.wrapping_add(g.m * pc + ir * kc), kc)
-                } else {
-                    (a_ptr.wrapping_add(ir * g.lda + pc), g.lda)
+                let at = |i: usize| {
+                    if g.a_blocked {
+                        (a_ptr.wrapping_add(g.m * pc + i * kc), kc)
+                    } else {
+                        (a_ptr.wrapping_add(i * g.lda + pc), g.lda)
+                    }
                 };
+                let (sliver, lda) = at(ir);
+                let next = ir + r;
                 for q in 0..calls {
                     let (j, b_at, w) = if q < l.full {
                         (jc + q * NR, b.wrapping_add(pc * ldb + jc + q * NR), NR)
@@ -955,7 +959,14 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                         kc,
                         a: sliver,
                         lda,
-                        a_next: core::ptr::null(),
+                        // As in the packed path: the last full tile fetches the next
+                        // sliver's rows, which in a model come from memory (a layer's
+                        // weights are read once per run).
+                        a_next: if q + 1 == tiles.max(1) && next < rows.end {
+                            at(next).0
+                        } else {
+                            core::ptr::null()
+                        },
                         lda_next: lda,
                         b: b_at,
                         ldb,
@@ -987,7 +998,7 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                         }
                     }
                 }
-                ir += r;
+                ir = next;
             }
         }
         jc += nc;

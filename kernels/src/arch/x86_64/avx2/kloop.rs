@@ -96,6 +96,45 @@ macro_rules! row_fmas {
     };
 }
 
+/// `$pf byte ptr $addr`, one line of assembly.
+macro_rules! pf {
+    ($pf:tt, $addr:tt) => {
+        concat!($pf, " byte ptr ", $addr, "\n")
+    };
+}
+
+/// Unless `{pn}` is null: prefetches (instruction `$pf`) one line of each of the next
+/// sliver's 12 rows (`{ln}` bytes apart, through the scratch register `{t}`), then `{pn}`
+/// moves one line on. Run once per group of 16 steps, which consume one line of each row of
+/// the current sliver, so the next sliver is fetched at the pace this one is read.
+macro_rules! next_sliver {
+    ($pf:tt) => {
+        concat!(
+            "test {pn}, {pn}\n",
+            "jz 3f\n",
+            pf!($pf, "[{pn}]"),
+            pf!($pf, "[{pn} + {ln}]"),
+            pf!($pf, "[{pn} + {ln} * 2]"),
+            "lea {t}, [{pn} + {ln} * 2]\n",
+            pf!($pf, "[{t} + {ln}]"),
+            pf!($pf, "[{t} + {ln} * 2]"),
+            "lea {t}, [{t} + {ln} * 2]\n",
+            pf!($pf, "[{t} + {ln}]"),
+            pf!($pf, "[{t} + {ln} * 2]"),
+            "lea {t}, [{t} + {ln} * 2]\n",
+            pf!($pf, "[{t} + {ln}]"),
+            pf!($pf, "[{t} + {ln} * 2]"),
+            "lea {t}, [{t} + {ln} * 2]\n",
+            pf!($pf, "[{t} + {ln}]"),
+            pf!($pf, "[{t} + {ln} * 2]"),
+            "lea {t}, [{t} + {ln} * 2]\n",
+            pf!($pf, "[{t} + {ln}]"),
+            "add {pn}, 64\n",
+            "3:\n",
+        )
+    };
+}
+
 /// One step of the reduction at step `$s` of a group: `$w` loads of B, then per row a
 /// broadcast of A and `$w` FMAs (`row_fmas!`). The displacements are assembler expressions.
 macro_rules! step {
@@ -136,28 +175,7 @@ macro_rules! k_loop {
                 "test {groups}, {groups}",
                 "jz 4f",
                 "2:",
-                "test {pn}, {pn}",
-                "jz 3f",
-                // One line of each of the next sliver's 12 rows (`ln` bytes apart).
-                "prefetcht0 byte ptr [{pn}]",
-                "prefetcht0 byte ptr [{pn} + {ln}]",
-                "prefetcht0 byte ptr [{pn} + {ln} * 2]",
-                "lea {t}, [{pn} + {ln} * 2]",
-                "prefetcht0 byte ptr [{t} + {ln}]",
-                "prefetcht0 byte ptr [{t} + {ln} * 2]",
-                "lea {t}, [{t} + {ln} * 2]",
-                "prefetcht0 byte ptr [{t} + {ln}]",
-                "prefetcht0 byte ptr [{t} + {ln} * 2]",
-                "lea {t}, [{t} + {ln} * 2]",
-                "prefetcht0 byte ptr [{t} + {ln}]",
-                "prefetcht0 byte ptr [{t} + {ln} * 2]",
-                "lea {t}, [{t} + {ln} * 2]",
-                "prefetcht0 byte ptr [{t} + {ln}]",
-                "prefetcht0 byte ptr [{t} + {ln} * 2]",
-                "lea {t}, [{t} + {ln} * 2]",
-                "prefetcht0 byte ptr [{t} + {ln}]",
-                "add {pn}, 64",
-                "3:",
+                next_sliver!("prefetcht0"),
                 step!($ptr, $b0, $b1, $bc, $row, $half, $w, "0"; $( ($c0, $c1, $a) )+),
                 step!($ptr, $b0, $b1, $bc, $row, $half, $w, "1"; $( ($c0, $c1, $a) )+),
                 step!($ptr, $b0, $b1, $bc, $row, $half, $w, "2"; $( ($c0, $c1, $a) )+),
@@ -322,8 +340,13 @@ macro_rules! strided_step {
 /// [`k_loop!`] for `B` read where it lies rather than packed: row `p` of the tile's columns
 /// is `t.ldb` floats after row `p - 1` (a 1x1 convolution's input, one image plane per
 /// row), so each step loads its row through `{b}` and adds the stride (a register add where
-/// the packed loop has a displacement). No prefetch of the next sliver: the blocked weights
-/// are one contiguous stream.
+/// the packed loop has a displacement). The next sliver is prefetched as in the packed loop,
+/// but into L2 only (`prefetcht1`): in a model a layer's weights come from memory once per
+/// run, and the hardware prefetchers did not hide that (DenseNet-121, whose 1x1 layers are
+/// mostly read in place, 1-3 % faster end to end; docs/performance.md, "DenseNet-121 and
+/// the GEMM driver"); `prefetcht0`, which also fills L1, where the rows of `B` one plane apart
+/// already compete for sets, measured about 2 % slower than `prefetcht1` on eleven in-place
+/// layers of the kernel bench, most of them 56x56.
 macro_rules! k_loop_strided {
     ($w:tt; $t:expr, $acc:ident; $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
         let t: &Tile = $t;
@@ -334,7 +357,7 @@ macro_rules! k_loop_strided {
         let a3 = a0.wrapping_add(9 * lda);
         // SAFETY: the caller guarantees the tile contract: `A[i, p]` for `i < R`, `p < kc`
         // at `a + i * lda + p`, and `B[p, j]` for `p < kc`, `j < 16 W` at `b + p * ldb + j`.
-        // Only the registers named as outputs are written.
+        // The prefetches never fault. Only the registers named as outputs are written.
         unsafe {
             asm!(
                 $(
@@ -344,6 +367,7 @@ macro_rules! k_loop_strided {
                 "test {groups}, {groups}",
                 "jz 4f",
                 "2:",
+                next_sliver!("prefetcht1"),
                 strided_step!($w, "0"; $( ($c0, $c1, $a) )+),
                 strided_step!($w, "1"; $( ($c0, $c1, $a) )+),
                 strided_step!($w, "2"; $( ($c0, $c1, $a) )+),
@@ -388,6 +412,9 @@ macro_rules! k_loop_strided {
                 ldb = in(reg) t.ldb * 4,
                 groups = inout(reg) t.kc / 16 => _,
                 rest = inout(reg) t.kc % 16 => _,
+                pn = inout(reg) t.a_next => _,
+                ln = in(reg) t.lda_next * 4,
+                t = out(reg) _,
                 $( out($c0) $acc[$i][0], out($c1) $acc[$i][1], )+
                 out("zmm30") _,
                 out("zmm31") _,

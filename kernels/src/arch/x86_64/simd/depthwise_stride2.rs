@@ -60,7 +60,7 @@ const MAX_IN_ROWS: usize = 2 * (ROWS - 1) + K;
 /// most lanes of a chunk and run faster with the channels in the lanes.
 const MIN_OW: usize = 8;
 /// Loads per input row and chunk: two for the even and odd columns, two one column on.
-const LOADS: usize = 4;
+pub(super) const LOADS: usize = 4;
 
 /// Runs the depthwise conv2d (the portable kernel's signature and semantics, see
 /// [`crate::arch::portable::conv2d`]) and returns `true` if its shape is one this kernel
@@ -247,8 +247,6 @@ impl<S: Simd, A: Act<S>, const R: usize, const C: usize> Job<S> for Planes<'_, '
             let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
             core::array::from_fn(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
         };
-        // The loads' column offsets from `x0[c]`.
-        let offsets: [usize; LOADS] = [0, lanes, 2, 2 + lanes];
         let (in_plane, out_plane) = (h * w, oh * ow);
         let planes = out.len() / out_plane;
         debug_assert!(input.len() == planes * in_plane);
@@ -269,21 +267,11 @@ impl<S: Simd, A: Act<S>, const R: usize, const C: usize> Job<S> for Planes<'_, '
                 // `x0[c] = 2 * ox[c] - pad_left`, as a signed column (`pad_left < K`).
                 let x0: [isize; C] =
                     core::array::from_fn(|c| (2 * ox[c]) as isize - pad_left as isize);
-                // Lane `l` of load `d` of chunk `c` reads image column `x0[c] + d + l`, which
-                // must be in `0..w`.
-                let masks: [[S::M; LOADS]; C] = core::array::from_fn(|c| {
-                    core::array::from_fn(|d| {
-                        let at = x0[c] + offsets[d] as isize;
-                        let lo = (-at).clamp(0, lanes as isize) as usize;
-                        let hi = (w as isize - at).clamp(0, lanes as isize) as usize;
-                        s.mask_range(lo, hi.max(lo))
-                    })
-                });
+                let masks: [[S::M; LOADS]; C] = core::array::from_fn(|c| load_masks(s, x0[c], w));
                 // Bit `c`: chunk `c` reads a column outside the image, so it loads through
                 // masks.
                 let edge = x0.iter().enumerate().fold(0u8, |e, (c, &x)| {
-                    let inside = x >= 0 && x as usize + 2 + 2 * lanes <= w;
-                    e | (u8::from(!inside) << c)
+                    e | (u8::from(reads_outside::<S>(x, w)) << c)
                 });
                 for i in 0..blocks {
                     let oy = oy0(i);
@@ -382,26 +370,10 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
     x0: [isize; C],
     acc: &mut [[S::V; C]; R],
 ) {
-    let lanes = S::LANES;
     for (c, &x0) in x0.iter().enumerate() {
-        let at = row.wrapping_offset(x0);
-        macro_rules! load {
-            ($d:literal, $off:expr) => {{
-                let p = at.wrapping_add($off);
-                // SAFETY: the caller's contract.
-                unsafe {
-                    if EDGE >> c & 1 != 0 {
-                        s.load_masked_ptr(p, masks[c][$d])
-                    } else {
-                        s.load_ptr(p)
-                    }
-                }
-            }};
-        }
-        let (even, odd) = s.deinterleave(load!(0, 0), load!(1, lanes));
-        // Only the even half is used; the odd permute is dead code.
-        let (next, _) = s.deinterleave(load!(2, 2), load!(3, 2 + lanes));
-        let taps = [even, odd, next];
+        let masks = (EDGE >> c & 1 != 0).then_some(&masks[c]);
+        // SAFETY: the caller's contract.
+        let taps = unsafe { taps(s, row.wrapping_offset(x0), masks) };
         for (r, a) in acc.iter_mut().enumerate() {
             if T >= 2 * r && T - 2 * r < K {
                 let ky = T - 2 * r;
@@ -411,4 +383,61 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
             }
         }
     }
+}
+
+/// The masks of a chunk's four loads ([`taps`]) whose first column is `x0` in an image row of
+/// `w` columns: lane `l` of load `d` reads column `x0 + offset[d] + l`, which must be in
+/// `0..w`. Shared with the stem kernel ([`super::stem`]).
+#[inline(always)]
+pub(super) fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
+    let lanes = S::LANES;
+    // The loads' column offsets from `x0`.
+    let offsets: [usize; LOADS] = [0, lanes, 2, 2 + lanes];
+    core::array::from_fn(|d| {
+        let at = x0 + offsets[d] as isize;
+        let lo = (-at).clamp(0, lanes as isize) as usize;
+        let hi = (w as isize - at).clamp(0, lanes as isize) as usize;
+        s.mask_range(lo, hi.max(lo))
+    })
+}
+
+/// Whether a chunk's loads ([`taps`]) from column `x0` read a column outside `0..w`, so the
+/// chunk must load through [`load_masks`].
+#[inline(always)]
+pub(super) fn reads_outside<S: Simd>(x0: isize, w: usize) -> bool {
+    x0 < 0 || x0 as usize + 2 + 2 * S::LANES > w
+}
+
+/// The three stride-2 taps of a chunk of `L` outputs whose first tap reads `at` (column `x0`
+/// of an input row): columns `x0 + 2j`, `x0 + 2j + 1` and `x0 + 2j + 2` for lane `j`, in the
+/// lane order of [`Simd::deinterleave`]. Loads through `masks` ([`load_masks`]) if given.
+///
+/// # Safety
+///
+/// `at + offset[d]` must be readable for `L` elements, or for the lanes of `masks[d]`, for
+/// each load `d`.
+#[inline(always)]
+pub(super) unsafe fn taps<S: Simd>(
+    s: S,
+    at: *const f32,
+    masks: Option<&[S::M; LOADS]>,
+) -> [S::V; K] {
+    let lanes = S::LANES;
+    // A macro, not a closure: a closure would not inherit the caller's target features.
+    macro_rules! load {
+        ($d:literal, $off:expr) => {{
+            let p = at.wrapping_add($off);
+            // SAFETY: the caller's contract.
+            unsafe {
+                match masks {
+                    Some(m) => s.load_masked_ptr(p, m[$d]),
+                    None => s.load_ptr(p),
+                }
+            }
+        }};
+    }
+    let (even, odd) = s.deinterleave(load!(0, 0), load!(1, lanes));
+    // Only the even half is used; the odd permute is dead code.
+    let (next, _) = s.deinterleave(load!(2, 2), load!(3, 2 + lanes));
+    [even, odd, next]
 }

@@ -19,6 +19,7 @@ mod emu;
 pub(crate) mod math;
 pub(crate) mod norm;
 pub(crate) mod pool;
+pub(crate) mod stem;
 #[cfg(test)]
 mod tests;
 pub(crate) mod vector;
@@ -36,12 +37,12 @@ macro_rules! isa_entries {
         token: $token:ty;
         $(
             $(#[$attr:meta])*
-            fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $kernel:path;
+            fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $kernel:path;
         )*
     ) => {
         $(
             $(#[$attr])*
-            pub(crate) fn $name($($arg: $ty),*) {
+            pub(crate) fn $name($($arg: $ty),*) $(-> $ret)? {
                 // SAFETY: only reachable through a table built after detecting `$features`
                 // (crate::table), which is the entry point's contract.
                 unsafe { isa::$name($($arg),*) }
@@ -58,7 +59,7 @@ macro_rules! isa_entries {
                 ///
                 /// The CPU must support every feature this function is compiled with.
                 #[target_feature(enable = $features)]
-                pub(super) unsafe fn $name($($arg: $ty),*) {
+                pub(super) unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
                     // SAFETY: this function's contract is that the CPU has the features the
                     // token stands for.
                     let s = unsafe { <$token>::new_unchecked() };
@@ -100,6 +101,32 @@ macro_rules! simd_families {
                     scratch: &mut [f32],
                     out: &mut [f32],
                 ) => depthwise::conv2d;
+            }
+        }
+
+        /// The direct stem convolution: [`crate::arch::x86_64::simd::stem`] with this ISA's
+        /// features. `conv.rs` offers it every non-depthwise convolution.
+        pub(super) mod stem {
+            use crate::arch::x86_64::simd::{isa_entries, stem, vector::$token};
+            use crate::{Activation, Conv2d};
+
+            isa_entries! {
+                features: $features,
+                token: $token;
+                /// [`crate::conv2d`] (with `res`: [`crate::conv2d_res`]) for the stems the
+                /// kernel takes, on `threads` threads; `false`, having written nothing, for the
+                /// others.
+                #[allow(clippy::too_many_arguments)]
+                fn stem_conv2d(
+                    threads: usize,
+                    p: &Conv2d,
+                    input: &[f32],
+                    weight: &[f32],
+                    bias: Option<&[f32]>,
+                    res: Option<&[f32]>,
+                    act: Activation,
+                    out: &mut [f32],
+                ) -> bool => stem::conv2d;
             }
         }
 

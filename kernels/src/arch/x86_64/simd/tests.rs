@@ -601,6 +601,22 @@ fn softmax_matches_portable() {
     });
 }
 
+/// Max and average pooling of `x` on `lanes` give the portable kernel's bits.
+#[track_caller]
+fn pools_match_portable(what: &str, lanes: Lanes, p: &Pool2d, x: &[f32]) {
+    let n_out = p.batch * p.channels * p.out_h * p.out_w;
+    let wh = format!("{what} {p:?}");
+    let mut want = vec![0.0; n_out];
+    let mut got = vec![f32::NAN; n_out];
+    portable::max_pool2d(p, x, &mut want);
+    on!(lanes, s => pool::max_pool2d(s, p, x, &mut got));
+    assert_same(&got, &want, &format!("max {wh}"));
+    portable::avg_pool2d(p, x, &mut want);
+    got.fill(f32::NAN);
+    on!(lanes, s => pool::avg_pool2d(s, p, x, &mut got));
+    assert_same(&got, &want, &format!("avg {wh}"));
+}
+
 #[test]
 fn pooling_is_bit_identical_to_portable() {
     both(|what, lanes| {
@@ -635,17 +651,7 @@ fn pooling_is_bit_identical_to_portable() {
                 p.batch * p.channels * h * w,
                 case.is_multiple_of(3),
             );
-            let n_out = p.batch * p.channels * p.out_h * p.out_w;
-            let wh = format!("{what} {p:?}");
-            let mut want = vec![0.0; n_out];
-            let mut got = vec![f32::NAN; n_out];
-            portable::max_pool2d(&p, &x, &mut want);
-            on!(lanes, s => pool::max_pool2d(s, &p, &x, &mut got));
-            assert_same(&got, &want, &format!("max {wh}"));
-            portable::avg_pool2d(&p, &x, &mut want);
-            got.fill(f32::NAN);
-            on!(lanes, s => pool::avg_pool2d(s, &p, &x, &mut got));
-            assert_same(&got, &want, &format!("avg {wh}"));
+            pools_match_portable(what, lanes, &p, &x);
         }
     });
 }
@@ -704,17 +710,7 @@ fn pooling_network_shapes_bit_identical_to_portable() {
                 let plane = size * size;
                 x[plane + 2 * size + size / 2] = f32::NAN;
                 x[2 * plane - 1] = f32::NAN;
-                let n_out = c * out * out;
-                let wh = format!("{what} {p:?}");
-                let mut want = vec![0.0; n_out];
-                let mut got = vec![f32::NAN; n_out];
-                portable::max_pool2d(&p, &x, &mut want);
-                on!(lanes, s => pool::max_pool2d(s, &p, &x, &mut got));
-                assert_same(&got, &want, &format!("max {wh}"));
-                portable::avg_pool2d(&p, &x, &mut want);
-                got.fill(f32::NAN);
-                on!(lanes, s => pool::avg_pool2d(s, &p, &x, &mut got));
-                assert_same(&got, &want, &format!("avg {wh}"));
+                pools_match_portable(what, lanes, &p, &x);
             }
         }
     });

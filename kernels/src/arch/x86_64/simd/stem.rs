@@ -1,0 +1,395 @@
+//! The direct kernel for a network's stem: a 3x3 stride-2 convolution of a few input channels
+//! (an RGB image) into many output channels, MobileNet-v2's 3 -> 32 and ShuffleNet-v2's 3 -> 24
+//! on 224x224. The x86 `conv2d` entries offer every non-depthwise convolution here first and
+//! run the GEMM (implicit im2col, `avx2::im2col`) on what this kernel declines.
+//!
+//! Algorithm sketch (NCHW, one image; `L` lanes, blocks of `CO` output channels by `C` chunks
+//! of `L` output columns):
+//!
+//! ```text
+//! wt[block][ci, ky, kx][co] = the weights, transposed once per call
+//! for each output row oy:
+//!   rows[ci][ky] = input row 2 oy + ky - pad_top of channel ci, or none outside the image
+//!   for each block of CO output channels (the last block overlaps the previous one):
+//!     for each group of C chunks of L output columns (the last group overlaps):
+//!       x0[c] = 2 * ox[c] - pad_left      // first image column chunk c's taps read
+//!       acc[0..CO][0..C] = splat(bias)
+//!       for each ci, ky with a row inside the image:              // masked loads at the edges
+//!         a, b = load(row + x0[c]), load(row + x0[c] + L)          // 2L columns
+//!         tap0, tap1 = even(a ++ b), odd(a ++ b)                   // columns 2j, 2j + 1
+//!         tap2 = even(load(row + x0[c] + 2) ++ load(... + 2 + L))  // columns 2j + 2
+//!         acc[co][c] += tap[kx][c] * wt[block][ci, ky, kx][co]  for every co, kx, c
+//!       store act(acc[co][c]) at out[co][oy][ox[c]..]
+//! ```
+//!
+//! **Why.** As a GEMM the stem is `W[c_out, 27] * im2col[27, oh*ow]`: a reduction of 27, so
+//! the tiles spend much of their time loading, storing and finishing `C` rather than in FMAs,
+//! and the implicit im2col packer gathers every stride-2 tap into the panel first. Here the
+//! taps are split from the input rows in registers (three two-source permutes per input row and
+//! chunk, as in [`super::depthwise_stride2`]) and each tap vector feeds `CO` FMAs, the weights
+//! broadcast from memory; every output is stored once, bias and activation applied.
+//!
+//! **The rule**: 16 lanes (AVX-512), `groups == 1`, at most [`MAX_C_IN`] input channels,
+//! a 3x3 window, stride 2 both ways, no dilation, top and left padding below 3, at least 16
+//! output columns, [`CO_MIN`] to [`MAX_C_OUT`] output channels, on one thread (the GEMM splits its columns
+//! among threads; this kernel does not split). Figures in docs/performance.md, "MobileNet-v2: the stem
+//! and the classifier".
+//!
+//! Differences from the portable kernel: the sum starts from the bias and is accumulated with
+//! FMAs in the order (ci, ky, kx), and a padded tap adds `w * 0.0` or is skipped (a row outside
+//! the image).
+
+use super::depthwise_stride2::{load_masks, reads_outside, taps, LOADS};
+use super::eltwise;
+use super::math::{specialise_cheap, Act, Ident};
+use super::vector::{Job, Simd};
+use crate::arch::portable::epilogue::add_residual;
+use crate::pack::depth_blocks;
+use crate::{Activation, Conv2d};
+
+/// The window side.
+const K: usize = 3;
+/// The most input channels this kernel takes: beyond a few, the reduction is long enough for
+/// the GEMM.
+pub(crate) const MAX_C_IN: usize = 4;
+/// The fewest output channels this kernel takes: its narrowest channel block.
+pub(crate) const CO_MIN: usize = 8;
+/// The most output channels this kernel takes (a stem's 16-64), so that every block's weights
+/// fit one array on the stack.
+pub(crate) const MAX_C_OUT: usize = 64;
+/// The most channel blocks: [`MAX_C_OUT`] in blocks of [`CO_MIN`].
+const MAX_BLOCKS: usize = MAX_C_OUT / CO_MIN;
+
+/// Runs the stem convolution (the portable kernel's signature and semantics, see
+/// [`crate::arch::portable::conv2d`], without scratch; with `res`, laid out as `out`,
+/// [`crate::conv2d_res`]'s) and returns `true` if its shape is one this
+/// kernel takes (see the module docs); returns `false`, having written nothing, otherwise.
+/// The weights are `[c_out, c_in, 3, 3]` row-major, which is also the GEMM's depth-blocked
+/// layout for so short a reduction (one depth block).
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the vector token.
+#[inline(always)]
+pub(crate) fn conv2d<S: Simd>(
+    s: S,
+    threads: usize,
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    res: Option<&[f32]>,
+    act: Activation,
+    out: &mut [f32],
+) -> bool {
+    if S::LANES != 16 || threads > 1 {
+        return false;
+    }
+    let Some(g) = Geom::new::<S>(p) else {
+        return false;
+    };
+    // Slicing up front turns a short buffer into a panic here, like the portable kernel's
+    // indexing; every raw access below stays inside these slices.
+    let conv = Data {
+        g: &g,
+        input: &input[..g.batch * g.c_in * g.h * g.w],
+        weight: &weight[..g.c_out * g.c_in * K * K],
+        bias: bias.map(|b| &b[..g.c_out]),
+    };
+    let out = &mut out[..g.batch * g.c_out * g.oh * g.ow];
+    if let Some(r) = res {
+        // No stem has a residual operand: it is added, and the activation applied, in a second
+        // pass, as for the depthwise kernels.
+        by_shape(s, Ident, &conv, out);
+        add_residual(p, out, r, act);
+        return true;
+    }
+    // The cheap activations are fused into the store (one instantiation each); sigmoid and
+    // tanh run as a second pass.
+    specialise_cheap!(s, act, a => by_shape(s, a, &conv, out),
+        then eltwise::unary_inplace(s, act, out));
+    true
+}
+
+/// Picks the block shape from the number of output channels: one chunk of 16 columns by 16
+/// or 12 channels, whichever divides them (16 if neither does and there are at least 16; the
+/// last block overlaps the previous one), else 8.
+///
+/// Measured on the AMD EPYC Zen 4 (AVX-512; `KILN_BENCH_CLOCK=thread cargo bench -p
+/// kiln-kernels --features std --bench kernels -- stem/`, load 3-4, GFLOP/s): 3 -> 32 on 224,
+/// 16 x 1 81-87, 12 x 1 50-75 (a third block of 8 channels recomputed), 8 x 2 67-72, 8 x 3
+/// 51-57, 12 x 2 30 and 24 x 1 43-45 (more accumulators than registers); 3 -> 24, 12 x 1 89, 16 x 1
+/// 63-70, 8 x 2 70-76, 24 x 1 59-66. Wider blocks of channels spend fewer permutes per FMA
+/// (three per input row and chunk, shared by the block's `3 CO` FMAs).
+#[inline(always)]
+fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, out: &mut [f32]) {
+    macro_rules! job {
+        ($co:literal, $c:literal) => {
+            s.vectorize(Stem::<'_, '_, A, $co, $c> { conv, act, out })
+        };
+    }
+    let c_out = conv.g.c_out;
+    if c_out.is_multiple_of(16) {
+        job!(16, 1)
+    } else if c_out.is_multiple_of(12) {
+        job!(12, 1)
+    } else if c_out >= 16 {
+        job!(16, 1)
+    } else {
+        job!(8, 1)
+    }
+}
+
+/// The operands of one stem convolution.
+struct Data<'a> {
+    g: &'a Geom,
+    input: &'a [f32],
+    weight: &'a [f32],
+    bias: Option<&'a [f32]>,
+}
+
+/// The shape of the convolution, validated so that the index arithmetic below cannot overflow.
+struct Geom {
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    pad_top: usize,
+    pad_left: usize,
+}
+
+impl Geom {
+    /// `None` if the GEMM should run: not a stem this kernel takes (module docs), an empty
+    /// tensor, or sizes so large that the index arithmetic could overflow.
+    fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
+        let k = p.c_in.checked_mul(K * K)?;
+        let shape = p.groups == 1
+            && (1..=MAX_C_IN).contains(&p.c_in)
+            && (CO_MIN..=MAX_C_OUT).contains(&p.c_out)
+            && p.kh == K
+            && p.kw == K
+            && p.stride == [2, 2]
+            && p.dilation == [1, 1]
+            && p.pad[0] < K
+            && p.pad[1] < K
+            && p.out_w >= S::LANES
+            // One depth block: the depth-blocked weights are the rows as they are.
+            && depth_blocks(k).0 == 1;
+        if !shape {
+            return None;
+        }
+        // 2^40 per dimension is far beyond any real tensor and keeps every offset computed
+        // below inside `isize`.
+        const LIMIT: usize = 1 << 40;
+        let dims = [p.batch, p.h, p.w, p.out_h, p.out_w, p.c_out];
+        if dims.iter().any(|&d| d >= LIMIT || d == 0) {
+            return None;
+        }
+        p.batch
+            .checked_mul(p.c_in)?
+            .checked_mul(p.h.checked_mul(p.w)?)?;
+        p.batch
+            .checked_mul(p.c_out)?
+            .checked_mul(p.out_h.checked_mul(p.out_w)?)?;
+        Some(Geom {
+            batch: p.batch,
+            c_in: p.c_in,
+            c_out: p.c_out,
+            h: p.h,
+            w: p.w,
+            oh: p.out_h,
+            ow: p.out_w,
+            pad_top: p.pad[0],
+            pad_left: p.pad[1],
+        })
+    }
+}
+
+/// The whole convolution for blocks of `CO` output channels by `C` chunks of columns.
+struct Stem<'a, 'b, A, const CO: usize, const C: usize> {
+    conv: &'a Data<'b>,
+    act: A,
+    out: &'a mut [f32],
+}
+
+impl<S: Simd, A: Act<S>, const CO: usize, const C: usize> Job<S> for Stem<'_, '_, A, CO, C> {
+    type Output = ();
+
+    /// Bounds, argued once for the raw accesses below and in [`block`]:
+    ///
+    /// * input: channel `ci` of image `n` is `input[(n * c_in + ci) * h * w..][..h * w]`; its
+    ///   row `y` is used only when `y < h`, at columns `x0[c] + d + j` for the loads' offsets
+    ///   `d` and lanes `j < L`, only where that is in `0..w`: an edge group's masks select
+    ///   exactly those lanes, and an inner group has all of them there.
+    /// * weights: channel block `co0..co0 + CO` (`co0 <= c_out - CO`) reads
+    ///   `weight[co * k + ci * 9 + ky * 3 + kx]`, `k = c_in * 9`, inside `c_out * k` (copied
+    ///   into `wt` with slice indexing).
+    /// * output: `out + ((n * c_out + co) * oh + oy) * ow + ox[c]` for `L` lanes, with
+    ///   `ox[c] <= ow - L`: inside output plane `co` of image `n`.
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Data {
+            g,
+            input,
+            weight,
+            bias,
+        } = *self.conv;
+        let out = self.out;
+        let lanes = S::LANES;
+        let Geom {
+            batch,
+            c_in,
+            c_out,
+            h,
+            w,
+            oh,
+            ow,
+            pad_top,
+            pad_left,
+        } = *g;
+        debug_assert!(ow >= lanes && c_out >= CO && c_in <= MAX_C_IN);
+        debug_assert!(c_out.div_ceil(CO) <= MAX_BLOCKS);
+        let k = c_in * K * K;
+        let (in_plane, out_plane) = (h * w, oh * ow);
+        // Column groups: the last one ends at the last column (or starts at 0 if the plane is
+        // narrower than `C` chunks; its chunks then overlap).
+        let groups = ow.div_ceil(C * lanes);
+        let ox = |j: usize| -> [usize; C] {
+            let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
+            core::array::from_fn(|c| (first + c * lanes).min(ow - lanes))
+        };
+        // Channel blocks: the last one ends at the last channel.
+        let blocks = c_out.div_ceil(CO);
+        let co0 = |i: usize| (i * CO).min(c_out - CO);
+        let (src0, dst0) = (input.as_ptr(), out.as_mut_ptr());
+        // Each block's bias, and its weights tap-major, `wt[i][t][co]` for tap `t = (ci, ky,
+        // kx)`, so that the FMAs broadcast them from one base register at constant offsets (one
+        // pointer per channel's row would need more registers than there are).
+        let mut bias_of = [[0.0f32; CO]; MAX_BLOCKS];
+        let mut wt = [[[0.0f32; CO]; MAX_C_IN * K * K]; MAX_BLOCKS];
+        for i in 0..blocks {
+            let co0 = co0(i);
+            for (co, b) in bias_of[i].iter_mut().enumerate() {
+                *b = bias.map_or(0.0, |b| b[co0 + co]);
+            }
+            for (t, taps) in wt[i].iter_mut().take(k).enumerate() {
+                for (co, x) in taps.iter_mut().enumerate() {
+                    *x = weight[(co0 + co) * k + t];
+                }
+            }
+        }
+        // Output rows in order, and in each all its blocks and column groups: the input is read
+        // row after row (what the hardware prefetchers follow; an image is not in cache when a
+        // network starts), and each input row serves every block and group while it is in L1.
+        for n in 0..batch {
+            let src = src0.wrapping_add(n * c_in * in_plane);
+            for oy in 0..oh {
+                // Input row `ci * 3 + ky`, or null outside the image.
+                let rows: [*const f32; MAX_C_IN * K] = core::array::from_fn(|t| {
+                    let (ci, ky) = (t / K, t % K);
+                    let y = (2 * oy + ky).wrapping_sub(pad_top);
+                    if ci < c_in && y < h {
+                        src.wrapping_add(ci * in_plane + y * w)
+                    } else {
+                        core::ptr::null()
+                    }
+                });
+                for (i, (wt, bias)) in wt.iter().zip(&bias_of).take(blocks).enumerate() {
+                    let to = dst0.wrapping_add((n * c_out + co0(i)) * out_plane + oy * ow);
+                    for j in 0..groups {
+                        let ox = ox(j);
+                        // `x0[c] = 2 * ox[c] - pad_left`, as a signed column (`pad_left < K`).
+                        let x0: [isize; C] =
+                            core::array::from_fn(|c| (2 * ox[c]) as isize - pad_left as isize);
+                        // Whether a chunk reads a column outside the image, so the group
+                        // loads through masks.
+                        let edge = x0.iter().any(|&x| reads_outside::<S>(x, w));
+                        // SAFETY: see the bounds above.
+                        unsafe {
+                            if edge {
+                                let masks: [[S::M; LOADS]; C] =
+                                    core::array::from_fn(|c| load_masks(s, x0[c], w));
+                                block::<S, A, CO, C, true>(
+                                    s, self.act, wt, bias, &rows, c_in, &masks, x0, ox, out_plane,
+                                    to,
+                                );
+                            } else {
+                                let none = [[s.mask_range(0, 0); LOADS]; C];
+                                block::<S, A, CO, C, false>(
+                                    s, self.act, wt, bias, &rows, c_in, &none, x0, ox, out_plane,
+                                    to,
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `CO` output channels (`out_plane` apart) by `C` vectors of columns of one output row,
+/// from the input rows `rows[ci * 3 + ky]` (null: outside the image, adds nothing), stored at
+/// `out + co * out_plane + ox[c]`. Loads go through `masks` if `EDGE`.
+///
+/// # Safety
+///
+/// For every non-null row, chunk `c` and load `d`, `row + x0[c] + offset[d]` must be readable
+/// for `L` elements (unmasked) or for the lanes of `masks[c][d]` (masked); `c_in <= MAX_C_IN`
+/// (the weights `wt`, tap-major, hold that many channels); and `out + co * out_plane + ox[c]`
+/// writable for `L` lanes.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn block<S: Simd, A: Act<S>, const CO: usize, const C: usize, const EDGE: bool>(
+    s: S,
+    act: A,
+    wt: &[[f32; CO]; MAX_C_IN * K * K],
+    bias: &[f32; CO],
+    rows: &[*const f32; MAX_C_IN * K],
+    c_in: usize,
+    masks: &[[S::M; LOADS]; C],
+    x0: [isize; C],
+    ox: [usize; C],
+    out_plane: usize,
+    out: *mut f32,
+) {
+    let mut acc: [[S::V; C]; CO] = core::array::from_fn(|co| [s.splat(bias[co]); C]);
+    for ci in 0..c_in {
+        for ky in 0..K {
+            let row = rows[ci * K + ky];
+            if row.is_null() {
+                continue;
+            }
+            let mut tap = [[s.zero(); C]; K];
+            for (c, &x0) in x0.iter().enumerate() {
+                let masks = EDGE.then_some(&masks[c]);
+                // SAFETY: the caller's contract.
+                let t = unsafe { taps(s, row.wrapping_offset(x0), masks) };
+                for (kx, t) in t.into_iter().enumerate() {
+                    tap[kx][c] = t;
+                }
+            }
+            let wr = wt
+                .as_ptr()
+                .cast::<f32>()
+                .wrapping_add((ci * K + ky) * K * CO);
+            for (co, a) in acc.iter_mut().enumerate() {
+                for (kx, tap) in tap.iter().enumerate() {
+                    // SAFETY: weight `(co, ci, ky, kx)` of the block, `ci < c_in <= MAX_C_IN`
+                    // (the caller's contract).
+                    let wv = s.splat(unsafe { *wr.add(kx * CO + co) });
+                    for (a, &t) in a.iter_mut().zip(tap) {
+                        *a = s.fmadd(t, wv, *a);
+                    }
+                }
+            }
+        }
+    }
+    for (co, a) in acc.iter().enumerate() {
+        for (&v, &ox) in a.iter().zip(&ox) {
+            let v = act.apply(s, s.unpermute(v));
+            // SAFETY: the caller's contract.
+            unsafe { s.store_ptr(out.add(co * out_plane + ox), v) };
+        }
+    }
+}
