@@ -1,7 +1,8 @@
-//! The direct kernel for a network's stem: a 3x3 stride-2 convolution of a few input channels
-//! (an RGB image) into many output channels, MobileNet-v2's 3 -> 32 and ShuffleNet-v2's 3 -> 24
-//! on 224x224. The x86 `conv2d` entries offer every non-depthwise convolution here first and
-//! run the GEMM (implicit im2col, `avx2::im2col`) on what this kernel declines.
+//! The direct kernel for a network's stem: a 3x3 or 7x7 stride-2 convolution of a few input
+//! channels (an RGB image) into many output channels, MobileNet-v2's 3 -> 32 and ShuffleNet-v2's
+//! 3 -> 24 (3x3), ResNet's 3 -> 64 and SqueezeNet 1.0's 3 -> 96 (7x7) on 224x224. The x86
+//! `conv2d` entries offer every non-depthwise convolution here first and run the GEMM
+//! (implicit im2col, `avx2::im2col`) on what this kernel declines.
 //!
 //! Algorithm sketch (NCHW, one image; `L` lanes, blocks of `CO` output channels by `C` chunks
 //! of `L` output columns):
@@ -18,6 +19,7 @@
 //!         a, b = load(row + x0[c]), load(row + x0[c] + L)          // 2L columns
 //!         tap0, tap1 = even(a ++ b), odd(a ++ b)                   // columns 2j, 2j + 1
 //!         tap2 = even(load(row + x0[c] + 2) ++ load(... + 2 + L))  // columns 2j + 2
+//!         (7x7: the pairs from x0[c] + 2, + 4, + 6 give taps 2 to 6)
 //!         acc[co][c] += tap[kx][c] * wt[block][ci, ky, kx][co]  for every co, kx, c
 //!       store act(acc[co][c]) at out[co][oy][ox[c]..]
 //! ```
@@ -25,15 +27,17 @@
 //! **Why.** As a GEMM the stem is `W[c_out, 27] * im2col[27, oh*ow]`: a reduction of 27, so
 //! the tiles spend much of their time loading, storing and finishing `C` rather than in FMAs,
 //! and the implicit im2col packer gathers every stride-2 tap into the panel first. Here the
-//! taps are split from the input rows in registers (three two-source permutes per input row and
+//! taps are split from the input rows in registers (`K` two-source permutes per input row and
 //! chunk, as in [`super::depthwise_stride2`]) and each tap vector feeds `CO` FMAs, the weights
 //! broadcast from memory; every output is stored once, bias and activation applied.
 //!
-//! **The rule**: 16 lanes (AVX-512), `groups == 1`, at most [`MAX_C_IN`] input channels,
-//! a 3x3 window, stride 2 both ways, no dilation, top and left padding below 3, at least 16
-//! output columns, [`CO_MIN`] to [`MAX_C_OUT`] output channels, on one thread (the GEMM splits its columns
-//! among threads; this kernel does not split). Figures in docs/performance.md, "MobileNet-v2: the stem
-//! and the classifier".
+//! **The rule**: 16 lanes (AVX-512), `groups == 1`, a 3x3 window over at most [`MAX_C_IN`]
+//! input channels or a 7x7 one over at most [`MAX_C_IN_7`], stride 2 both ways, no dilation, top
+//! and left padding below the window's side, at least 16 output columns, [`CO_MIN`] to
+//! [`MAX_C_OUT`] output channels, on one thread (the GEMM splits its columns among threads; this
+//! kernel does not split). A 7x7 window runs one channel block at a time over the whole image
+//! (its weights are five times a 3x3's), a 3x3 one all blocks per output row. Figures in
+//! docs/performance.md, "MobileNet-v2: the stem and the classifier" and "7x7 stems".
 //!
 //! Differences from the portable kernel: the sum starts from the bias and is accumulated with
 //! FMAs in the order (ci, ky, kx), and a padded tap adds `w * 0.0` or is skipped (a row outside
@@ -63,6 +67,9 @@ const MAX_BLOCKS: usize = MAX_C_OUT / CO_MIN;
 const TAPS_3: usize = MAX_C_IN * 9;
 /// The taps of a 7x7 window over [`MAX_C_IN_7`] channels.
 const TAPS_7: usize = MAX_C_IN_7 * 49;
+/// The output rows a 7x7 window computes per channel block before the next block: the band's
+/// input rows (`2 BAND_7 + 5` of each channel, 56 KB for an RGB 224x224 image) stay in L2.
+const BAND_7: usize = 8;
 /// The most input rows one output row reads: a 7x7 window's over [`MAX_C_IN`] channels.
 const MAX_ROWS: usize = MAX_C_IN * 7;
 
@@ -332,17 +339,21 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const 
                 }
             }
         } else {
-            // A 7x7 window's weights are four times as many: one block's at a time, each block
-            // walking the image row after row (after the first block the image is in L2).
+            // A 7x7 window's weights are five times as many (9.4 KB a block of 16 channels):
+            // one block's at a time, over a band of output rows, every block in turn before
+            // the next band, so the image is still read once, in order, and a band's input
+            // rows stay in L2 for every block.
             let mut bias_of = [0.0f32; CO];
             let mut wt = [[0.0f32; CO]; TAPS_7];
-            for i in 0..blocks {
-                fill(i, &mut wt, &mut bias_of);
-                for n in 0..batch {
-                    for oy in 0..oh {
-                        let rows = rows(n, oy);
-                        // SAFETY: see the bounds above.
-                        unsafe { row.run(s, self.act, &wt, &bias_of, &rows, to(n, i, oy)) };
+            for n in 0..batch {
+                for band in (0..oh).step_by(BAND_7) {
+                    for i in 0..blocks {
+                        fill(i, &mut wt, &mut bias_of);
+                        for oy in band..(band + BAND_7).min(oh) {
+                            let rows = rows(n, oy);
+                            // SAFETY: see the bounds above.
+                            unsafe { row.run(s, self.act, &wt, &bias_of, &rows, to(n, i, oy)) };
+                        }
                     }
                 }
             }
