@@ -348,39 +348,47 @@ fn conv2d_large_shapes_match_portable() {
     }
 }
 
-/// Stems (a 3x3 stride-2 window over 1-4 input channels, at least 16 output columns), which
+/// Stems (a 3x3 stride-2 window over 1-4 input channels or a 7x7 one over 1-3, at least 16
+/// output columns), which
 /// AVX-512 runs through a direct kernel: output planes not a multiple of 16 columns (the last
 /// chunk overlaps), channel counts not a multiple of its blocks, asymmetric and larger padding,
 /// one output row and column more than the image gives (ceil mode), two images; every
 /// activation, with and without a bias and a residual. Random cases rarely reach 16 columns.
 #[test]
 fn stem_shapes_match_portable() {
-    // `(batch, c_in, h, w, c_out, pad [top, left, bottom, right], extra output rows/columns)`.
-    type Shape = (usize, usize, usize, usize, usize, [usize; 4], usize);
-    let shapes: [Shape; 7] = [
-        (1, 3, 41, 41, 10, [1; 4], 0),
-        (1, 3, 48, 64, 32, [1; 4], 0),
-        (1, 1, 33, 33, 8, [0, 0, 1, 1], 0),
-        (1, 4, 35, 70, 24, [1; 4], 0),
-        (2, 2, 20, 50, 17, [2, 2, 0, 0], 0),
-        (1, 3, 21, 36, 12, [1, 0, 1, 0], 1),
-        (1, 3, 96, 96, 24, [1; 4], 0),
+    // `(batch, c_in, h, w, c_out, window, pad [top, left, bottom, right], extra output
+    // rows/columns)`.
+    type Shape = (usize, usize, usize, usize, usize, usize, [usize; 4], usize);
+    let shapes: [Shape; 12] = [
+        (1, 3, 41, 41, 10, 3, [1; 4], 0),
+        (1, 3, 48, 64, 32, 3, [1; 4], 0),
+        (1, 1, 33, 33, 8, 3, [0, 0, 1, 1], 0),
+        (1, 4, 35, 70, 24, 3, [1; 4], 0),
+        (2, 2, 20, 50, 17, 3, [2, 2, 0, 0], 0),
+        (1, 3, 21, 36, 12, 3, [1, 0, 1, 0], 1),
+        (1, 3, 96, 96, 24, 3, [1; 4], 0),
+        // 7x7: SqueezeNet 1.0's 3 -> 96 (no padding) and ResNet's 3 -> 64 (padding 3).
+        (1, 3, 47, 47, 96, 7, [0; 4], 0),
+        (1, 3, 40, 70, 64, 7, [3; 4], 0),
+        (1, 1, 39, 45, 8, 7, [1, 2, 0, 3], 0),
+        (2, 2, 38, 50, 20, 7, [3, 3, 3, 3], 1),
+        (1, 3, 45, 37, 90, 7, [2, 5, 2, 1], 0),
     ];
-    for (i, &(batch, c_in, h, w, c_out, pad, extra)) in shapes.iter().enumerate() {
+    for (i, &(batch, c_in, h, w, c_out, k, pad, extra)) in shapes.iter().enumerate() {
         let p = Conv2d {
             batch,
             c_in,
             h,
             w,
             c_out,
-            kh: 3,
-            kw: 3,
+            kh: k,
+            kw: k,
             stride: [2, 2],
             dilation: [1, 1],
             pad,
             groups: 1,
-            out_h: (h + pad[0] + pad[2] - 3) / 2 + 1 + extra,
-            out_w: (w + pad[1] + pad[3] - 3) / 2 + 1 + extra,
+            out_h: (h + pad[0] + pad[2] - k) / 2 + 1 + extra,
+            out_w: (w + pad[1] + pad[3] - k) / 2 + 1 + extra,
         };
         assert!(p.out_w >= 16, "{p:?} is not a stem shape");
         for (j, &act) in ACTS.iter().enumerate() {

@@ -1,8 +1,9 @@
 //! The benchmark's cases: square GEMMs, every distinct convolution of ResNet-50, every
 //! distinct 1x1 convolution of MobileNet-v2 and ShuffleNet-v2 and a sample of DenseNet-121's
 //! (its 1x1 layers grow by 32 input channels each), every distinct depthwise convolution of
-//! MobileNet-v2, the pooling layers of the benchmark's CNNs and the 3x3 stride-2 stems of
-//! MobileNet-v2 and ShuffleNet-v2, all at batch 1 on a 224x224 input.
+//! MobileNet-v2, the pooling layers of the benchmark's CNNs and the stride-2 stems of
+//! MobileNet-v2 and ShuffleNet-v2 (3x3), ResNet-50 and SqueezeNet 1.0 (7x7), all at batch 1 on
+//! a 224x224 input.
 //!
 //! The layer lists are written out by hand from the torchvision definitions (ResNet-50 v1.5,
 //! with the stride on the 3x3 of each stage's first block; MobileNet-v2 width 1.0), keeping one
@@ -34,8 +35,8 @@ pub enum Family {
     /// The max and average pools of SqueezeNet, Inception-v2, ResNet-50, DenseNet-121 and
     /// ShuffleNet-v2 through the table's `max_pool2d` / `avg_pool2d`.
     Pool,
-    /// The 3-channel 3x3 stride-2 stems of MobileNet-v2 and ShuffleNet-v2 through the table's
-    /// `conv2d`.
+    /// The 3-channel stride-2 stems (3x3: MobileNet-v2, ShuffleNet-v2; 7x7: ResNet-50,
+    /// SqueezeNet 1.0) through the table's `conv2d`.
     Stem,
     /// The classifiers of MobileNet-v2 (1280 -> 1000) and ResNet-50 (2048 -> 1000) at batch 1
     /// through the table's `dense` (a matrix-vector product: bound by reading the weights).
@@ -405,24 +406,37 @@ pub fn all() -> Vec<Case> {
             });
         }
     }
-    // The stems: 3 -> 32 (MobileNet-v2, ReLU6) and 3 -> 24 (ShuffleNet-v2, ReLU), 3x3 stride 2
-    // on the 224x224 image, batch norm folded into the bias.
-    for (net, c_out, act) in [
-        ("mobilenetv2", 32, Activation::Clip { min: 0.0, max: 6.0 }),
-        ("shufflenetv2", 24, Activation::Relu),
+    // The stems, stride 2 on the 224x224 image, batch norm folded into the bias: 3x3 3 -> 32
+    // (MobileNet-v2, ReLU6) and 3 -> 24 (ShuffleNet-v2, ReLU); 7x7 3 -> 64 (ResNet-50, padding
+    // 3) and 3 -> 96 (SqueezeNet 1.0, no padding: 109x109 out).
+    for (net, c_out, k, pad, act) in [
+        (
+            "mobilenetv2",
+            32,
+            3,
+            1,
+            Activation::Clip { min: 0.0, max: 6.0 },
+        ),
+        ("shufflenetv2", 24, 3, 1, Activation::Relu),
+        ("resnet50", 64, 7, 3, Activation::Relu),
+        ("squeezenet", 96, 7, 0, Activation::Relu),
     ] {
         let layer = Layer {
             c_in: 3,
             c_out,
             h: 224,
-            k: 3,
+            k,
             stride: 2,
             groups: 1,
         };
+        let mut conv = layer.conv();
+        conv.pad = [pad; 4];
+        conv.out_h = (224 + 2 * pad - k) / 2 + 1;
+        conv.out_w = conv.out_h;
         cases.push(Case {
             name: format!("{net}/stem/{}", layer.name()),
             family: Family::Stem,
-            op: Op::Conv(layer.conv(), act),
+            op: Op::Conv(conv, act),
         });
     }
     for &(c, h, stride) in &MOBILENET_V2_DW {

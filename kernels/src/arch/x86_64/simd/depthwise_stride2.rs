@@ -386,15 +386,20 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
 }
 
 /// The masks of a chunk's four loads ([`taps`]) whose first column is `x0` in an image row of
-/// `w` columns: lane `l` of load `d` reads column `x0 + offset[d] + l`, which must be in
-/// `0..w`. Shared with the stem kernel ([`super::stem`]).
+/// `w` columns: [`load_masks_n`] for a 3-column window.
 #[inline(always)]
 pub(super) fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
+    load_masks_n::<S, LOADS>(s, x0, w)
+}
+
+/// The masks of a chunk's `N` loads ([`taps_n`]) whose first column is `x0` in an image row of
+/// `w` columns: lane `l` of load `d` reads column `x0 + 2 (d / 2) + (d % 2) L + l`, which must
+/// be in `0..w`. Shared with the stem kernel ([`super::stem`]).
+#[inline(always)]
+pub(super) fn load_masks_n<S: Simd, const N: usize>(s: S, x0: isize, w: usize) -> [S::M; N] {
     let lanes = S::LANES;
-    // The loads' column offsets from `x0`.
-    let offsets: [usize; LOADS] = [0, lanes, 2, 2 + lanes];
     core::array::from_fn(|d| {
-        let at = x0 + offsets[d] as isize;
+        let at = x0 + (2 * (d / 2) + (d % 2) * lanes) as isize;
         let lo = (-at).clamp(0, lanes as isize) as usize;
         let hi = (w as isize - at).clamp(0, lanes as isize) as usize;
         s.mask_range(lo, hi.max(lo))
@@ -405,27 +410,54 @@ pub(super) fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
 /// chunk must load through [`load_masks`].
 #[inline(always)]
 pub(super) fn reads_outside<S: Simd>(x0: isize, w: usize) -> bool {
-    x0 < 0 || x0 as usize + 2 + 2 * S::LANES > w
+    reads_outside_k::<S, K>(x0, w)
+}
+
+/// Whether the loads of [`taps_n`] for a `K`-column window from column `x0` read a column
+/// outside `0..w`.
+#[inline(always)]
+pub(super) fn reads_outside_k<S: Simd, const K: usize>(x0: isize, w: usize) -> bool {
+    x0 < 0 || x0 as usize + (K - 1) + 2 * S::LANES > w
 }
 
 /// The three stride-2 taps of a chunk of `L` outputs whose first tap reads `at` (column `x0`
-/// of an input row): columns `x0 + 2j`, `x0 + 2j + 1` and `x0 + 2j + 2` for lane `j`, in the
-/// lane order of [`Simd::deinterleave`]. Loads through `masks` ([`load_masks`]) if given.
+/// of an input row): [`taps_n`] for a 3-column window.
 ///
 /// # Safety
 ///
-/// `at + offset[d]` must be readable for `L` elements, or for the lanes of `masks[d]`, for
-/// each load `d`.
+/// As [`taps_n`]'s.
 #[inline(always)]
 pub(super) unsafe fn taps<S: Simd>(
     s: S,
     at: *const f32,
     masks: Option<&[S::M; LOADS]>,
 ) -> [S::V; K] {
+    // SAFETY: the caller's contract.
+    unsafe { taps_n::<S, K, LOADS>(s, at, masks) }
+}
+
+/// The `K` stride-2 taps of a chunk of `L` outputs whose first tap reads `at` (column `x0` of
+/// an input row): tap `kx` holds columns `x0 + 2j + kx` for lane `j`, in the lane order of
+/// [`Simd::deinterleave`]. `N = 2 ceil(K / 2)` loads, in pairs: pair `p` loads the `2L`
+/// columns from `x0 + 2p`, and one two-source permute each splits its even columns (tap `2p`)
+/// and its odd ones (tap `2p + 1`, a dead permute past the window). Loads through `masks`
+/// ([`load_masks_n`]) if given.
+///
+/// # Safety
+///
+/// `at + 2 (d / 2) + (d % 2) L` must be readable for `L` elements, or for the lanes of
+/// `masks[d]`, for each load `d < N`.
+#[inline(always)]
+pub(super) unsafe fn taps_n<S: Simd, const K: usize, const N: usize>(
+    s: S,
+    at: *const f32,
+    masks: Option<&[S::M; N]>,
+) -> [S::V; K] {
+    const { assert!(N == 2 * K.div_ceil(2)) };
     let lanes = S::LANES;
     // A macro, not a closure: a closure would not inherit the caller's target features.
     macro_rules! load {
-        ($d:literal, $off:expr) => {{
+        ($d:expr, $off:expr) => {{
             let p = at.wrapping_add($off);
             // SAFETY: the caller's contract.
             unsafe {
@@ -436,8 +468,16 @@ pub(super) unsafe fn taps<S: Simd>(
             }
         }};
     }
-    let (even, odd) = s.deinterleave(load!(0, 0), load!(1, lanes));
-    // Only the even half is used; the odd permute is dead code.
-    let (next, _) = s.deinterleave(load!(2, 2), load!(3, 2 + lanes));
-    [even, odd, next]
+    let mut taps = [s.zero(); K];
+    for pair in 0..N / 2 {
+        let (even, odd) = s.deinterleave(
+            load!(2 * pair, 2 * pair),
+            load!(2 * pair + 1, 2 * pair + lanes),
+        );
+        taps[2 * pair] = even;
+        if 2 * pair + 1 < K {
+            taps[2 * pair + 1] = odd;
+        }
+    }
+    taps
 }

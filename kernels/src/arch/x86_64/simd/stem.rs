@@ -1,7 +1,8 @@
-//! The direct kernel for a network's stem: a 3x3 stride-2 convolution of a few input channels
-//! (an RGB image) into many output channels, MobileNet-v2's 3 -> 32 and ShuffleNet-v2's 3 -> 24
-//! on 224x224. The x86 `conv2d` entries offer every non-depthwise convolution here first and
-//! run the GEMM (implicit im2col, `avx2::im2col`) on what this kernel declines.
+//! The direct kernel for a network's stem: a 3x3 or 7x7 stride-2 convolution of a few input
+//! channels (an RGB image) into many output channels, MobileNet-v2's 3 -> 32 and ShuffleNet-v2's
+//! 3 -> 24 (3x3), ResNet's 3 -> 64 and SqueezeNet 1.0's 3 -> 96 (7x7) on 224x224. The x86
+//! `conv2d` entries offer every non-depthwise convolution here first and run the GEMM
+//! (implicit im2col, `avx2::im2col`) on what this kernel declines.
 //!
 //! Algorithm sketch (NCHW, one image; `L` lanes, blocks of `CO` output channels by `C` chunks
 //! of `L` output columns):
@@ -18,6 +19,7 @@
 //!         a, b = load(row + x0[c]), load(row + x0[c] + L)          // 2L columns
 //!         tap0, tap1 = even(a ++ b), odd(a ++ b)                   // columns 2j, 2j + 1
 //!         tap2 = even(load(row + x0[c] + 2) ++ load(... + 2 + L))  // columns 2j + 2
+//!         (7x7: the pairs from x0[c] + 2, + 4, + 6 give taps 2 to 6)
 //!         acc[co][c] += tap[kx][c] * wt[block][ci, ky, kx][co]  for every co, kx, c
 //!       store act(acc[co][c]) at out[co][oy][ox[c]..]
 //! ```
@@ -25,21 +27,23 @@
 //! **Why.** As a GEMM the stem is `W[c_out, 27] * im2col[27, oh*ow]`: a reduction of 27, so
 //! the tiles spend much of their time loading, storing and finishing `C` rather than in FMAs,
 //! and the implicit im2col packer gathers every stride-2 tap into the panel first. Here the
-//! taps are split from the input rows in registers (three two-source permutes per input row and
+//! taps are split from the input rows in registers (`K` two-source permutes per input row and
 //! chunk, as in [`super::depthwise_stride2`]) and each tap vector feeds `CO` FMAs, the weights
 //! broadcast from memory; every output is stored once, bias and activation applied.
 //!
-//! **The rule**: 16 lanes (AVX-512), `groups == 1`, at most [`MAX_C_IN`] input channels,
-//! a 3x3 window, stride 2 both ways, no dilation, top and left padding below 3, at least 16
-//! output columns, [`CO_MIN`] to [`MAX_C_OUT`] output channels, on one thread (the GEMM splits its columns
-//! among threads; this kernel does not split). Figures in docs/performance.md, "MobileNet-v2: the stem
-//! and the classifier".
+//! **The rule**: 16 lanes (AVX-512), `groups == 1`, a 3x3 window over at most [`MAX_C_IN`]
+//! input channels or a 7x7 one over at most [`MAX_C_IN_7`], stride 2 both ways, no dilation, top
+//! and left padding below the window's side, at least 16 output columns, [`CO_MIN`] to
+//! [`MAX_C_OUT`] output channels, on one thread (the GEMM splits its columns among threads; this
+//! kernel does not split). A 7x7 window runs one channel block at a time over the whole image
+//! (its weights are five times a 3x3's), a 3x3 one all blocks per output row. Figures in
+//! docs/performance.md, "MobileNet-v2: the stem and the classifier" and "7x7 stems".
 //!
 //! Differences from the portable kernel: the sum starts from the bias and is accumulated with
 //! FMAs in the order (ci, ky, kx), and a padded tap adds `w * 0.0` or is skipped (a row outside
 //! the image).
 
-use super::depthwise_stride2::{load_masks, reads_outside, taps, LOADS};
+use super::depthwise_stride2::{load_masks_n, reads_outside_k, taps_n};
 use super::eltwise;
 use super::math::{specialise_cheap, Act, Ident};
 use super::vector::{Job, Simd};
@@ -47,18 +51,27 @@ use crate::arch::portable::epilogue::add_residual;
 use crate::pack::depth_blocks;
 use crate::{Activation, Conv2d};
 
-/// The window side.
-const K: usize = 3;
-/// The most input channels this kernel takes: beyond a few, the reduction is long enough for
-/// the GEMM.
+/// The most input channels this kernel takes with a 3x3 window: beyond a few, the reduction
+/// is long enough for the GEMM.
 pub(crate) const MAX_C_IN: usize = 4;
+/// The most input channels this kernel takes with a 7x7 window (an RGB image): 147 taps.
+pub(crate) const MAX_C_IN_7: usize = 3;
 /// The fewest output channels this kernel takes: its narrowest channel block.
 pub(crate) const CO_MIN: usize = 8;
-/// The most output channels this kernel takes (a stem's 16-64), so that every block's weights
+/// The most output channels this kernel takes (a stem's 16-96), so that every block's weights
 /// fit one array on the stack.
-pub(crate) const MAX_C_OUT: usize = 64;
+pub(crate) const MAX_C_OUT: usize = 96;
 /// The most channel blocks: [`MAX_C_OUT`] in blocks of [`CO_MIN`].
 const MAX_BLOCKS: usize = MAX_C_OUT / CO_MIN;
+/// The taps of a 3x3 window over [`MAX_C_IN`] channels.
+const TAPS_3: usize = MAX_C_IN * 9;
+/// The taps of a 7x7 window over [`MAX_C_IN_7`] channels.
+const TAPS_7: usize = MAX_C_IN_7 * 49;
+/// The output rows a 7x7 window computes per channel block before the next block: the band's
+/// input rows (`2 BAND_7 + 5` of each channel, 56 KB for an RGB 224x224 image) stay in L2.
+const BAND_7: usize = 8;
+/// The most input rows one output row reads: a 7x7 window's over [`MAX_C_IN`] channels.
+const MAX_ROWS: usize = MAX_C_IN * 7;
 
 /// Runs the stem convolution (the portable kernel's signature and semantics, see
 /// [`crate::arch::portable::conv2d`], without scratch; with `res`, laid out as `out`,
@@ -90,7 +103,7 @@ pub(crate) fn conv2d<S: Simd>(
     let conv = Data {
         g: &g,
         input: &input[..g.batch * g.c_in * g.h * g.w],
-        weight: &weight[..g.c_out * g.c_in * K * K],
+        weight: &weight[..g.c_out * g.c_in * g.k * g.k],
         bias: bias.map(|b| &b[..g.c_out]),
     };
     let out = &mut out[..g.batch * g.c_out * g.oh * g.ow];
@@ -122,7 +135,11 @@ pub(crate) fn conv2d<S: Simd>(
 fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, out: &mut [f32]) {
     macro_rules! job {
         ($co:literal, $c:literal) => {
-            s.vectorize(Stem::<'_, '_, A, $co, $c> { conv, act, out })
+            if conv.g.k == 7 {
+                s.vectorize(Stem::<'_, '_, A, $co, $c, 7, 8> { conv, act, out })
+            } else {
+                s.vectorize(Stem::<'_, '_, A, $co, $c, 3, 4> { conv, act, out })
+            }
         };
     }
     let c_out = conv.g.c_out;
@@ -154,6 +171,8 @@ struct Geom {
     w: usize,
     oh: usize,
     ow: usize,
+    /// The window side, 3 or 7.
+    k: usize,
     pad_top: usize,
     pad_left: usize,
 }
@@ -162,19 +181,24 @@ impl Geom {
     /// `None` if the GEMM should run: not a stem this kernel takes (module docs), an empty
     /// tensor, or sizes so large that the index arithmetic could overflow.
     fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
-        let k = p.c_in.checked_mul(K * K)?;
+        let max_c_in = match p.kh {
+            3 => MAX_C_IN,
+            7 => MAX_C_IN_7,
+            _ => return None,
+        };
+        let k = p.kh;
+        let taps = p.c_in.checked_mul(k * k)?;
         let shape = p.groups == 1
-            && (1..=MAX_C_IN).contains(&p.c_in)
+            && (1..=max_c_in).contains(&p.c_in)
             && (CO_MIN..=MAX_C_OUT).contains(&p.c_out)
-            && p.kh == K
-            && p.kw == K
+            && p.kw == k
             && p.stride == [2, 2]
             && p.dilation == [1, 1]
-            && p.pad[0] < K
-            && p.pad[1] < K
+            && p.pad[0] < k
+            && p.pad[1] < k
             && p.out_w >= S::LANES
             // One depth block: the depth-blocked weights are the rows as they are.
-            && depth_blocks(k).0 == 1;
+            && depth_blocks(taps).0 == 1;
         if !shape {
             return None;
         }
@@ -199,20 +223,24 @@ impl Geom {
             w: p.w,
             oh: p.out_h,
             ow: p.out_w,
+            k,
             pad_top: p.pad[0],
             pad_left: p.pad[1],
         })
     }
 }
 
-/// The whole convolution for blocks of `CO` output channels by `C` chunks of columns.
-struct Stem<'a, 'b, A, const CO: usize, const C: usize> {
+/// The whole convolution for blocks of `CO` output channels by `C` chunks of columns, with a
+/// `K`x`K` window (`N` loads per input row and chunk, [`taps_n`]).
+struct Stem<'a, 'b, A, const CO: usize, const C: usize, const K: usize, const N: usize> {
     conv: &'a Data<'b>,
     act: A,
     out: &'a mut [f32],
 }
 
-impl<S: Simd, A: Act<S>, const CO: usize, const C: usize> Job<S> for Stem<'_, '_, A, CO, C> {
+impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const N: usize> Job<S>
+    for Stem<'_, '_, A, CO, C, K, N>
+{
     type Output = ();
 
     /// Bounds, argued once for the raw accesses below and in [`block`]:
@@ -222,8 +250,8 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize> Job<S> for Stem<'_, '_
     ///   `d` and lanes `j < L`, only where that is in `0..w`: an edge group's masks select
     ///   exactly those lanes, and an inner group has all of them there.
     /// * weights: channel block `co0..co0 + CO` (`co0 <= c_out - CO`) reads
-    ///   `weight[co * k + ci * 9 + ky * 3 + kx]`, `k = c_in * 9`, inside `c_out * k` (copied
-    ///   into `wt` with slice indexing).
+    ///   `weight[co * taps + (ci * K + ky) * K + kx]`, `taps = c_in * K * K`, inside
+    ///   `c_out * taps` (copied into the blocks' arrays with slice indexing).
     /// * output: `out + ((n * c_out + co) * oh + oy) * ow + ox[c]` for `L` lanes, with
     ///   `ox[c] <= ow - L`: inside output plane `co` of image `n`.
     #[inline(always)]
@@ -234,8 +262,6 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize> Job<S> for Stem<'_, '_
             weight,
             bias,
         } = *self.conv;
-        let out = self.out;
-        let lanes = S::LANES;
         let Geom {
             batch,
             c_in,
@@ -244,82 +270,89 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize> Job<S> for Stem<'_, '_
             w,
             oh,
             ow,
+            k: _,
             pad_top,
             pad_left,
         } = *g;
-        debug_assert!(ow >= lanes && c_out >= CO && c_in <= MAX_C_IN);
+        debug_assert!(g.k == K && ow >= S::LANES && c_out >= CO && c_in * K <= MAX_ROWS);
         debug_assert!(c_out.div_ceil(CO) <= MAX_BLOCKS);
-        let k = c_in * K * K;
-        let (in_plane, out_plane) = (h * w, oh * ow);
-        // Column groups: the last one ends at the last column (or starts at 0 if the plane is
-        // narrower than `C` chunks; its chunks then overlap).
-        let groups = ow.div_ceil(C * lanes);
-        let ox = |j: usize| -> [usize; C] {
-            let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
-            core::array::from_fn(|c| (first + c * lanes).min(ow - lanes))
-        };
+        let taps = c_in * K * K;
+        let in_plane = h * w;
         // Channel blocks: the last one ends at the last channel.
         let blocks = c_out.div_ceil(CO);
         let co0 = |i: usize| (i * CO).min(c_out - CO);
-        let (src0, dst0) = (input.as_ptr(), out.as_mut_ptr());
-        // Each block's bias, and its weights tap-major, `wt[i][t][co]` for tap `t = (ci, ky,
-        // kx)`, so that the FMAs broadcast them from one base register at constant offsets (one
-        // pointer per channel's row would need more registers than there are).
-        let mut bias_of = [[0.0f32; CO]; MAX_BLOCKS];
-        let mut wt = [[[0.0f32; CO]; MAX_C_IN * K * K]; MAX_BLOCKS];
-        for i in 0..blocks {
+        let src0 = input.as_ptr();
+        // A block's bias, and its weights tap-major, `wt[t][co]` for tap `t = (ci, ky, kx)`, so
+        // that the FMAs broadcast them from one base register at constant offsets (one pointer
+        // per channel's row would need more registers than there are).
+        let fill = |i: usize, wt: &mut [[f32; CO]], b: &mut [f32; CO]| {
             let co0 = co0(i);
-            for (co, b) in bias_of[i].iter_mut().enumerate() {
+            for (co, b) in b.iter_mut().enumerate() {
                 *b = bias.map_or(0.0, |b| b[co0 + co]);
             }
-            for (t, taps) in wt[i].iter_mut().take(k).enumerate() {
-                for (co, x) in taps.iter_mut().enumerate() {
-                    *x = weight[(co0 + co) * k + t];
+            for (t, taps_t) in wt.iter_mut().take(taps).enumerate() {
+                for (co, x) in taps_t.iter_mut().enumerate() {
+                    *x = weight[(co0 + co) * taps + t];
                 }
             }
-        }
-        // Output rows in order, and in each all its blocks and column groups: the input is read
-        // row after row (what the hardware prefetchers follow; an image is not in cache when a
-        // network starts), and each input row serves every block and group while it is in L1.
-        for n in 0..batch {
+        };
+        // Input row `ci * K + ky` of output row `oy`, or null outside the image.
+        let rows = |n: usize, oy: usize| -> [*const f32; MAX_ROWS] {
             let src = src0.wrapping_add(n * c_in * in_plane);
-            for oy in 0..oh {
-                // Input row `ci * 3 + ky`, or null outside the image.
-                let rows: [*const f32; MAX_C_IN * K] = core::array::from_fn(|t| {
-                    let (ci, ky) = (t / K, t % K);
-                    let y = (2 * oy + ky).wrapping_sub(pad_top);
-                    if ci < c_in && y < h {
-                        src.wrapping_add(ci * in_plane + y * w)
-                    } else {
-                        core::ptr::null()
-                    }
-                });
-                for (i, (wt, bias)) in wt.iter().zip(&bias_of).take(blocks).enumerate() {
-                    let to = dst0.wrapping_add((n * c_out + co0(i)) * out_plane + oy * ow);
-                    for j in 0..groups {
-                        let ox = ox(j);
-                        // `x0[c] = 2 * ox[c] - pad_left`, as a signed column (`pad_left < K`).
-                        let x0: [isize; C] =
-                            core::array::from_fn(|c| (2 * ox[c]) as isize - pad_left as isize);
-                        // Whether a chunk reads a column outside the image, so the group
-                        // loads through masks.
-                        let edge = x0.iter().any(|&x| reads_outside::<S>(x, w));
+            core::array::from_fn(|t| {
+                let (ci, ky) = (t / K, t % K);
+                let y = (2 * oy + ky).wrapping_sub(pad_top);
+                if ci < c_in && y < h {
+                    src.wrapping_add(ci * in_plane + y * w)
+                } else {
+                    core::ptr::null()
+                }
+            })
+        };
+        let row = Row::<CO, C, K, N> {
+            c_in,
+            w,
+            ow,
+            out_plane: oh * ow,
+            pad_left,
+        };
+        let dst0 = self.out.as_mut_ptr();
+        let to = |n: usize, i: usize, oy: usize| {
+            dst0.wrapping_add((n * c_out + co0(i)) * oh * ow + oy * ow)
+        };
+        if K == 3 {
+            // Output rows in order, and in each all its blocks: the input is read row after
+            // row (what the hardware prefetchers follow; an image is not in cache when a network
+            // starts), and each input row serves every block while it is in L1.
+            let mut bias_of = [[0.0f32; CO]; MAX_BLOCKS];
+            let mut wt = [[[0.0f32; CO]; TAPS_3]; MAX_BLOCKS];
+            for i in 0..blocks {
+                fill(i, &mut wt[i], &mut bias_of[i]);
+            }
+            for n in 0..batch {
+                for oy in 0..oh {
+                    let rows = rows(n, oy);
+                    for i in 0..blocks {
                         // SAFETY: see the bounds above.
-                        unsafe {
-                            if edge {
-                                let masks: [[S::M; LOADS]; C] =
-                                    core::array::from_fn(|c| load_masks(s, x0[c], w));
-                                block::<S, A, CO, C, true>(
-                                    s, self.act, wt, bias, &rows, c_in, &masks, x0, ox, out_plane,
-                                    to,
-                                );
-                            } else {
-                                let none = [[s.mask_range(0, 0); LOADS]; C];
-                                block::<S, A, CO, C, false>(
-                                    s, self.act, wt, bias, &rows, c_in, &none, x0, ox, out_plane,
-                                    to,
-                                );
-                            }
+                        unsafe { row.run(s, self.act, &wt[i], &bias_of[i], &rows, to(n, i, oy)) };
+                    }
+                }
+            }
+        } else {
+            // A 7x7 window's weights are five times as many (9.4 KB a block of 16 channels):
+            // one block's at a time, over a band of output rows, every block in turn before
+            // the next band, so the image is still read once, in order, and a band's input
+            // rows stay in L2 for every block.
+            let mut bias_of = [0.0f32; CO];
+            let mut wt = [[0.0f32; CO]; TAPS_7];
+            for n in 0..batch {
+                for band in (0..oh).step_by(BAND_7) {
+                    for i in 0..blocks {
+                        fill(i, &mut wt, &mut bias_of);
+                        for oy in band..(band + BAND_7).min(oh) {
+                            let rows = rows(n, oy);
+                            // SAFETY: see the bounds above.
+                            unsafe { row.run(s, self.act, &wt, &bias_of, &rows, to(n, i, oy)) };
                         }
                     }
                 }
@@ -328,31 +361,121 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize> Job<S> for Stem<'_, '_
     }
 }
 
+/// One output row of one channel block: its column groups.
+struct Row<const CO: usize, const C: usize, const K: usize, const N: usize> {
+    c_in: usize,
+    w: usize,
+    ow: usize,
+    out_plane: usize,
+    pad_left: usize,
+}
+
+impl<const CO: usize, const C: usize, const K: usize, const N: usize> Row<CO, C, K, N> {
+    /// Output row `to` (the block's first channel; the others `out_plane` apart) from the
+    /// input rows `rows[ci * K + ky]` (null: outside the image), with a block's tap-major
+    /// weights `wt` (`c_in * K * K` taps) and its bias.
+    ///
+    /// # Safety
+    ///
+    /// Every non-null row is a row of `w` readable columns, `c_in * K <= MAX_ROWS`, `wt` holds
+    /// `c_in * K * K` taps, and `to + co * out_plane` is writable for `ow` columns, `co < CO`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn run<S: Simd, A: Act<S>>(
+        &self,
+        s: S,
+        act: A,
+        wt: &[[f32; CO]],
+        bias: &[f32; CO],
+        rows: &[*const f32; MAX_ROWS],
+        to: *mut f32,
+    ) {
+        let lanes = S::LANES;
+        let (w, ow) = (self.w, self.ow);
+        // Column groups: the last one ends at the last column (or starts at 0 if the plane is
+        // narrower than `C` chunks; its chunks then overlap).
+        let groups = ow.div_ceil(C * lanes);
+        for j in 0..groups {
+            let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
+            let ox: [usize; C] = core::array::from_fn(|c| (first + c * lanes).min(ow - lanes));
+            // `x0[c] = 2 * ox[c] - pad_left`, as a signed column (`pad_left < K`).
+            let x0: [isize; C] =
+                core::array::from_fn(|c| (2 * ox[c]) as isize - self.pad_left as isize);
+            // Whether a chunk reads a column outside the image, so the group loads through
+            // masks.
+            let edge = x0.iter().any(|&x| reads_outside_k::<S, K>(x, w));
+            // SAFETY: the caller's contract; the masks select exactly the columns in `0..w`,
+            // and an inner group reads only such columns.
+            unsafe {
+                if edge {
+                    let masks: [[S::M; N]; C] = core::array::from_fn(|c| load_masks_n(s, x0[c], w));
+                    block::<S, A, CO, C, K, N, true>(
+                        s,
+                        act,
+                        wt,
+                        bias,
+                        rows,
+                        self.c_in,
+                        &masks,
+                        x0,
+                        ox,
+                        self.out_plane,
+                        to,
+                    );
+                } else {
+                    let none = [[s.mask_range(0, 0); N]; C];
+                    block::<S, A, CO, C, K, N, false>(
+                        s,
+                        act,
+                        wt,
+                        bias,
+                        rows,
+                        self.c_in,
+                        &none,
+                        x0,
+                        ox,
+                        self.out_plane,
+                        to,
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// `CO` output channels (`out_plane` apart) by `C` vectors of columns of one output row,
-/// from the input rows `rows[ci * 3 + ky]` (null: outside the image, adds nothing), stored at
+/// from the input rows `rows[ci * K + ky]` (null: outside the image, adds nothing), stored at
 /// `out + co * out_plane + ox[c]`. Loads go through `masks` if `EDGE`.
 ///
 /// # Safety
 ///
 /// For every non-null row, chunk `c` and load `d`, `row + x0[c] + offset[d]` must be readable
-/// for `L` elements (unmasked) or for the lanes of `masks[c][d]` (masked); `c_in <= MAX_C_IN`
-/// (the weights `wt`, tap-major, hold that many channels); and `out + co * out_plane + ox[c]`
-/// writable for `L` lanes.
+/// for `L` elements (unmasked) or for the lanes of `masks[c][d]` (masked); `wt` must hold
+/// `c_in * K * K` taps; and `out + co * out_plane + ox[c]` writable for `L` lanes.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn block<S: Simd, A: Act<S>, const CO: usize, const C: usize, const EDGE: bool>(
+unsafe fn block<
+    S: Simd,
+    A: Act<S>,
+    const CO: usize,
+    const C: usize,
+    const K: usize,
+    const N: usize,
+    const EDGE: bool,
+>(
     s: S,
     act: A,
-    wt: &[[f32; CO]; MAX_C_IN * K * K],
+    wt: &[[f32; CO]],
     bias: &[f32; CO],
-    rows: &[*const f32; MAX_C_IN * K],
+    rows: &[*const f32; MAX_ROWS],
     c_in: usize,
-    masks: &[[S::M; LOADS]; C],
+    masks: &[[S::M; N]; C],
     x0: [isize; C],
     ox: [usize; C],
     out_plane: usize,
     out: *mut f32,
 ) {
+    debug_assert!(wt.len() >= c_in * K * K);
     let mut acc: [[S::V; C]; CO] = core::array::from_fn(|co| [s.splat(bias[co]); C]);
     for ci in 0..c_in {
         for ky in 0..K {
@@ -364,7 +487,7 @@ unsafe fn block<S: Simd, A: Act<S>, const CO: usize, const C: usize, const EDGE:
             for (c, &x0) in x0.iter().enumerate() {
                 let masks = EDGE.then_some(&masks[c]);
                 // SAFETY: the caller's contract.
-                let t = unsafe { taps(s, row.wrapping_offset(x0), masks) };
+                let t = unsafe { taps_n::<S, K, N>(s, row.wrapping_offset(x0), masks) };
                 for (kx, t) in t.into_iter().enumerate() {
                     tap[kx][c] = t;
                 }
@@ -375,8 +498,8 @@ unsafe fn block<S: Simd, A: Act<S>, const CO: usize, const C: usize, const EDGE:
                 .wrapping_add((ci * K + ky) * K * CO);
             for (co, a) in acc.iter_mut().enumerate() {
                 for (kx, tap) in tap.iter().enumerate() {
-                    // SAFETY: weight `(co, ci, ky, kx)` of the block, `ci < c_in <= MAX_C_IN`
-                    // (the caller's contract).
+                    // SAFETY: weight `(co, ci, ky, kx)` of the block, tap
+                    // `(ci * K + ky) * K + kx < c_in * K * K` (the caller's contract).
                     let wv = s.splat(unsafe { *wr.add(kx * CO + co) });
                     for (a, &t) in a.iter_mut().zip(tap) {
                         *a = s.fmadd(t, wv, *a);
