@@ -70,8 +70,13 @@ const TAPS_7: usize = MAX_C_IN_7 * 49;
 /// The output rows a 7x7 window computes per channel block before the next block: the band's
 /// input rows (`2 BAND_7 + 5` of each channel, 56 KB for an RGB 224x224 image) stay in L2.
 const BAND_7: usize = 8;
-/// The most input rows one output row reads: a 7x7 window's over [`MAX_C_IN`] channels.
-const MAX_ROWS: usize = MAX_C_IN * 7;
+/// The most input rows one output row reads: `c_in * K`, the larger of a 3x3 window's over
+/// [`MAX_C_IN`] channels and a 7x7 window's over [`MAX_C_IN_7`].
+const MAX_ROWS: usize = if MAX_C_IN * 3 > MAX_C_IN_7 * 7 {
+    MAX_C_IN * 3
+} else {
+    MAX_C_IN_7 * 7
+};
 
 /// Runs the stem convolution (the portable kernel's signature and semantics, see
 /// [`crate::arch::portable::conv2d`], without scratch; with `res`, laid out as `out`,
