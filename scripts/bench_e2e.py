@@ -66,6 +66,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -176,7 +177,8 @@ def bound(sess: ort.InferenceSession, x: np.ndarray) -> tuple[ort.IOBinding, np.
     return io, y
 
 
-def ort_profile(name: str, model_path: Path, runs: int = 30, top: int = 12) -> None:
+def ort_profile(name: str, model_path: Path, runs: int = 30, top: int = 12,
+                quiet: bool = False) -> dict[str, float]:
     """onnxruntime's per-node profile (`SessionOptions.enable_profiling`), one thread: prints
     `PROFILE model=<m> op=<type> ms=<x> share=<x>` per operator type and the `top` slowest
     nodes with their input shapes, the per-layer side of a comparison with kiln (whose kernels
@@ -203,11 +205,56 @@ def ort_profile(name: str, model_path: Path, runs: int = 30, top: int = 12) -> N
         prev = by_node.get(node, (0.0, op, None))[0]
         by_node[node] = (prev + e["dur"] / 1e3 / runs, op, e["args"].get("input_type_shape"))
     trace.unlink()
+    if quiet:
+        return {node: ms for node, (ms, _, _) in by_node.items()}
     total = sum(by_op.values())
     for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1]):
         print(f"PROFILE model={name} op={op} ms={fmt(ms)} share={ms / total:.3f}")
     for node, (ms, op, shapes) in sorted(by_node.items(), key=lambda kv: -kv[1][0])[:top]:
         print(f"PROFILE model={name} node={node} op={op} ms={fmt(ms)} inputs={shapes}")
+    return {node: ms for node, (ms, _, _) in by_node.items()}
+
+
+def layer_profile(name: str, model_path: Path, runs: int = 100) -> None:
+    """kiln's per-layer times (`bench_e2e` built with `--features profile`: `kiln::profile`)
+    beside onnxruntime's per-node ones, one thread, matched by the layer's result name (ort's
+    fused nodes carry it with a suffix such as `_nchwc`). Prints, biggest loss first,
+
+        LAYER model=<m> node=<name> kiln_ms=<x> ort_ms=<x> diff_ms=<x> <kiln's label>
+
+    (`ort_ms=-` for kiln ops onnxruntime has no node of that name for, e.g. those it fused
+    away), then the nodes onnxruntime ran that kiln has no op of that name for, and totals.
+    The two sides run one after the other, not alternately: for finding the layers to work
+    on, not for the ratio the E2E lines measure."""
+    ort_ms: dict[str, float] = {}
+    for node, ms in ort_profile(name, model_path, quiet=True).items():
+        key = re.sub(r"(_nchwc|_token_\d+)+$", "", node)
+        ort_ms[key] = ort_ms.get(key, 0.0) + ms
+    kiln = Server([str(KILN_BIN), "--serve", str(OUT_DIR)], "ISA")
+    kiln.send(f"load {name}")
+    kiln.expect("CHECK")
+    kiln.send("time 10")
+    kiln.expect("TIME")
+    kiln.send(f"profile {runs}")
+    rows = []
+    while True:
+        line = kiln.proc.stdout.readline().split(None, 4)
+        if line[0] == "PROFILED":
+            break
+        ms, label = float(line[1].split("=")[1]), line[4].rstrip("\n")
+        node = label.split(":")[0]
+        rows.append((node, ms, ort_ms.pop(node, None), label))
+    kiln.close()
+    rows.sort(key=lambda r: -(r[1] - (r[2] or 0.0)))
+    for node, ms, o, label in rows:
+        o_txt, d = ("-", ms) if o is None else (fmt(o), ms - o)
+        print(f"LAYER model={name} node={node} kiln_ms={fmt(ms)} ort_ms={o_txt} "
+              f"diff_ms={d:+.4f} {label}")
+    for node, o in sorted(ort_ms.items(), key=lambda kv: -kv[1]):
+        print(f"LAYER model={name} node={node} kiln_ms=- ort_ms={fmt(o)} diff_ms={-o:+.4f}")
+    k_total = sum(r[1] for r in rows)
+    o_total = sum(r[2] or 0.0 for r in rows) + sum(ort_ms.values())
+    print(f"LAYERS model={name} kiln_ms={fmt(k_total)} ort_ms={fmt(o_total)}", flush=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -394,6 +441,9 @@ def main() -> int:
     parser.add_argument("--ort-profile", action="store_true",
                         help="print onnxruntime's per-operator and slowest-node times (1 "
                         "thread) for each model and stop")
+    parser.add_argument("--profile", action="store_true",
+                        help="build kiln with per-layer timing and print each layer's time "
+                        "beside onnxruntime's (1 thread), biggest loss first, and stop")
     parser.add_argument("--emit", action="store_true",
                         help="rewrite examples/bench_e2e/models/*.rs and stop")
     parser.add_argument("--ort-cold", metavar="MODEL", help=argparse.SUPPRESS)
@@ -419,8 +469,14 @@ def main() -> int:
         return 0
 
     cmd = ["cargo", "build", "--release", "--example", "bench_e2e"]
+    if args.profile:
+        cmd += ["--features", "profile"]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
+    if args.profile:
+        for name in names:
+            layer_profile(name, prepare(name))
+        return 0
     # One kiln server per ISA asked for (`KILN_ISA` caps each), or one with the environment's.
     kilns = []
     for cap in args.isa.split(",") if args.isa else [None]:

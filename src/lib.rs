@@ -9,6 +9,11 @@ pub use kiln_runtime::{
     isa, Arena, AsInput, AsSeq, Error, PoolStats, RunSeq, Scalar, Seq, SeqBuf, Tensor, Threads,
 };
 
+/// Per-layer timing (cargo feature `profile`): run a model, then [`profile::take`] lists each op
+/// it ran with its time.
+#[cfg(feature = "profile")]
+pub use kiln_runtime::profile;
+
 /// Includes a model that `kiln_dsl::Builder` compiled in the build script: `include_model!("det")`
 /// for `models/det.onnx` or `models/det.kiln` (the file stem). The type it defines is the same
 /// as `network!`'s (`new`, `from_safetensors`, `run`, `run_in`, `ARENA_BYTES`, `PLAN`, ...):

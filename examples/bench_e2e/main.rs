@@ -229,6 +229,29 @@ fn main() -> Result<(), Box<dyn Error>> {
                 let (wall, cpu) = time_runs(case, reps.parse()?)?;
                 writeln!(out, "TIME wall_s={wall:e} cpu_s={cpu:e}")?;
             }
+            // Built with `--features profile` (`scripts/bench_e2e.py --kiln-profile`): each
+            // op's mean time over `reps` runs, slowest first.
+            #[cfg(feature = "profile")]
+            ["profile", reps] => {
+                let case = case.as_mut().ok_or("`profile` before `load`")?;
+                let reps: u64 = reps.parse()?;
+                kiln::profile::take();
+                let (wall, _) = time_runs(case, reps)?;
+                let mut ops = kiln::profile::take();
+                ops.sort_by_key(|o| std::cmp::Reverse(o.total));
+                for o in &ops {
+                    let s = o.total.as_secs_f64();
+                    writeln!(
+                        out,
+                        "LAYER ms={:.4} share={:.4} calls={} {}",
+                        s * 1e3 / reps as f64,
+                        s / wall,
+                        o.calls / reps,
+                        o.label
+                    )?;
+                }
+                writeln!(out, "PROFILED ms={:.4}", wall * 1e3 / reps as f64)?;
+            }
             ["stats", reps] => {
                 let case = case.as_mut().ok_or("`stats` before `load`")?;
                 let reps: u64 = reps.parse()?;

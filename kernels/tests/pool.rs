@@ -37,6 +37,23 @@ impl Rng {
             })
             .collect()
     }
+    /// Uniform in `[-1, 1)` rounded to eighths (so windows tie), a fifth of them ±0.0 or
+    /// ±infinity, and no NaN: what the 3x3 stride-2 max pool runs itself rather than handing
+    /// to the portable kernel, with the ties that decide which of +0.0 and -0.0 it keeps.
+    fn ties(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let r = self.next();
+                match r % 20 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => f32::INFINITY,
+                    3 => f32::NEG_INFINITY,
+                    _ => ((r >> 8) % 16) as f32 / 8.0 - 1.0,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Bit-identical, any NaN matching any NaN.
@@ -132,6 +149,51 @@ proptest! {
             (k.avg_pool2d)(&p, &x, &mut got);
             let r = same(&got, &want_avg);
             prop_assert!(r.is_ok(), "{} avg {p:?}: {r:?}", k.isa);
+        }
+    }
+
+    /// 3x3 stride-2 max pools (`simd/pool_3x3s2.rs` on x86), on the sizes and paddings the
+    /// networks use and around them, ceil mode or not; now and then a plane with a NaN.
+    #[test]
+    fn max_pool_3x3_stride_2_matches_portable(
+        planes in (1usize..3, 1usize..5),
+        (h, w) in (1usize..40, 1usize..140),
+        pad in [0usize..3, 0usize..3, 0usize..3, 0usize..3],
+        ceil in any::<bool>(),
+        nan in prop::bool::weighted(0.2),
+        seed in any::<u32>(),
+    ) {
+        let (batch, channels) = planes;
+        let pad = pad.map(|q| q.min(2));
+        // A window no larger than the padded input.
+        let (h, w) = (h.max(3usize.saturating_sub(pad[0] + pad[2])), w.max(3usize.saturating_sub(pad[1] + pad[3])));
+        let p = Pool2d {
+            batch,
+            channels,
+            h,
+            w,
+            kh: 3,
+            kw: 3,
+            stride: [2, 2],
+            pad,
+            out_h: out_len(h, 3, 2, pad[0] + pad[2], ceil),
+            out_w: out_len(w, 3, 2, pad[1] + pad[3], ceil),
+            count_include_pad: false,
+        };
+        let mut rng = Rng(seed | 1);
+        let mut x = rng.ties(batch * channels * h * w);
+        if nan {
+            let at = rng.next() as usize % x.len();
+            x[at] = f32::NAN;
+        }
+        let n = batch * channels * p.out_h * p.out_w;
+        let mut want = vec![0.0; n];
+        (PORTABLE.max_pool2d)(&p, &x, &mut want);
+        for k in common::isas("pool") {
+            let mut got = vec![f32::NAN; n];
+            (k.max_pool2d)(&p, &x, &mut got);
+            let r = same(&got, &want);
+            prop_assert!(r.is_ok(), "{} max {p:?}: {r:?}", k.isa);
         }
     }
 

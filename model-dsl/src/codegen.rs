@@ -234,6 +234,45 @@ impl Model<'_> {
         }
     }
 
+    /// An op's code between the profiling hooks (`kiln::profile`, empty inline functions
+    /// without the `profile` feature), labelled with [`Model::op_label`].
+    fn profiled(&self, i: usize, body: TokenStream) -> TokenStream {
+        if body.is_empty() {
+            return body;
+        }
+        let label = self.op_label(i);
+        quote! {
+            let __prof = ::kiln::__private::profile_start();
+            #body
+            ::kiln::__private::profile_stop(__prof, #label);
+        }
+    }
+
+    /// How `kiln::profile` names op `i`: its result's name, kind, input and output types and,
+    /// for a convolution, the algorithm the compiler chose (`h: conv2d f32[1,64,56,56] ->
+    /// f32[1,192,56,56] (winograd F(4x4,3x3))`).
+    fn op_label(&self, i: usize) -> String {
+        let op = &self.graph.ops[i];
+        let r = op.result();
+        let name = match &self.graph.values[r.index()].name {
+            Some(n) => n.clone(),
+            None => format!("%{}", r.index()),
+        };
+        let ty = |v: ValueId| match self.graph.seq(v) {
+            Some(s) => s.type_text(),
+            None => self.graph.shape(v).to_string(),
+        };
+        let mut label = format!("{name}: {}", op.kind.name());
+        if let Some(&x) = op.data_args().first() {
+            label += &format!(" {}", ty(x));
+        }
+        label += &format!(" -> {}", ty(r));
+        if let Some(algo) = crate::layout::conv_algo(self.graph, op) {
+            label += &format!(" ({})", algo.describe());
+        }
+        label
+    }
+
     /// One op: split the arena into what it reads and writes, then call its kernel.
     fn op(&self, i: usize) -> TokenStream {
         let op = &self.graph.ops[i];
@@ -1355,7 +1394,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     };
     let execs = variants.iter().enumerate().map(|(k, m)| {
             let exec = if multi { format_ident!("exec_{}", k) } else { format_ident!("exec") };
-            let body = m.graph.ops.iter().enumerate().map(|(i, _)| m.op(i));
+            let body = m.graph.ops.iter().enumerate().map(|(i, _)| m.profiled(i, m.op(i)));
             let outputs: Vec<TokenStream> = m
                 .graph
                 .outputs

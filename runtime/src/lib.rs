@@ -10,6 +10,7 @@
 //!   generated code through `::kiln::__private`.
 //!
 //! - [`Threads`]: the worker pool a model splits its large kernels on (`set_threads`).
+//! - [`profile`] (cargo feature `profile`): each layer's time, to find the slow ones.
 //!
 //! Everything here is safe code except the worker pool's hand-over of a borrowed job to its
 //! threads (`threads.rs`, whose soundness argument is at its top); bytes become `f32`s
@@ -18,6 +19,8 @@
 mod arena;
 mod dynamic;
 mod error;
+#[cfg_attr(not(feature = "profile"), doc(hidden))]
+pub mod profile;
 mod runseq;
 mod seq;
 mod tensor;
@@ -48,6 +51,7 @@ pub mod __private {
     pub use crate::dynamic::{
         broadcast_strides, range_count_f64, range_count_i64, slice_bounds, split_sizes, DynBuf,
     };
+    pub use crate::profile::{start as profile_start, stop as profile_stop};
     pub use crate::runseq::{
         run_seq_at, run_seq_concat, run_seq_erase, run_seq_input, run_seq_insert, run_seq_split,
     };

@@ -163,6 +163,9 @@ impl Simd for Emu16 {
     fn unpermute(self, v: V2) -> V2 {
         self.map(v, |s, x| s.unpermute(x))
     }
+    fn shift_in(self, lo: V2, hi: V2) -> V2 {
+        [self.0.shift_in(lo[0], lo[1]), self.0.shift_in(lo[1], hi[0])]
+    }
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
         job.run::<16>(self)
     }

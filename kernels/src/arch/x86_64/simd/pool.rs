@@ -231,6 +231,9 @@ impl<S: Simd> Reduce<S> for Avg {
 /// Max pooling; padding never wins and NaN propagates (see [`portable::max_pool2d`]).
 #[inline(always)]
 pub(crate) fn max_pool2d<S: Simd>(s: S, p: &Pool2d, input: &[f32], out: &mut [f32]) {
+    if super::pool_3x3s2::max_pool2d(s, p, input, out) {
+        return;
+    }
     if !pool_lanes(s, Max, p, input, out) {
         portable::max_pool2d(p, input, out);
     }

@@ -182,6 +182,8 @@ pub(crate) trait Simd: Copy {
     /// Puts a vector in lane order `P` (see [`deinterleave`](Self::deinterleave)) back into
     /// memory order.
     fn unpermute(self, v: Self::V) -> Self::V;
+    /// `lo[1..] ++ [hi[0]]`: the elements of `lo ++ hi` (memory order) one lane on.
+    fn shift_in(self, lo: Self::V, hi: Self::V) -> Self::V;
 
     /// The 8-lane token: every ISA here implies AVX2 and FMA.
     fn avx2(self) -> Avx2Fma;
@@ -418,6 +420,17 @@ impl Simd for Avx2Fma {
         with_token!(_mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(
             _mm256_castps_pd(v)
         )))
+    }
+    #[inline(always)]
+    fn shift_in(self, lo: __m256, hi: __m256) -> __m256 {
+        // `t` = lo's upper half ++ hi's lower half; then per 128-bit half, one float on.
+        with_token!({
+            let t = _mm256_permute2f128_ps::<0x21>(lo, hi);
+            _mm256_castsi256_ps(_mm256_alignr_epi8::<4>(
+                _mm256_castps_si256(t),
+                _mm256_castps_si256(lo),
+            ))
+        })
     }
     #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
@@ -658,6 +671,13 @@ impl Simd for Avx512F {
     #[inline(always)]
     fn unpermute(self, v: __m512) -> __m512 {
         v
+    }
+    #[inline(always)]
+    fn shift_in(self, lo: __m512, hi: __m512) -> __m512 {
+        with_token!(_mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+            _mm512_castps_si512(hi),
+            _mm512_castps_si512(lo),
+        )))
     }
     #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {

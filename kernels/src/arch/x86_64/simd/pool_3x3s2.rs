@@ -1,0 +1,241 @@
+//! 3x3 stride-2 max pooling, the downsampling pool of SqueezeNet, ResNet, DenseNet,
+//! Inception-v2 and ShuffleNet, on planes of at most [`MAX_OW`] output columns: a kernel of
+//! its own, tried by [`super::pool::max_pool2d`] before its general paths.
+//!
+//! Algorithm sketch (one plane, `L` lanes):
+//!
+//! ```text
+//! buf = [-inf; pad_left] ++ row ++ [-inf; ...]        each input row copied once, NaN-checked
+//! h[r][j] = max(buf[2j], buf[2j + 1], buf[2j + 2])   per input row r, a vector of L columns j
+//!                                                     from two deinterleaved pairs of loads
+//! out[i][j] = max(h[2i - pad_top + dy][j] for dy in 0..3 inside the image)
+//! ```
+//!
+//! Each input row's horizontal maxima are computed once into a ring of three rows and shared
+//! by the two output rows whose windows hold it. The padded copy of the row takes every border
+//! out of the loops: the left padding and the ceil-mode columns past the right edge are `-inf`,
+//! which never wins, so every output column is a full vector of the same instructions.
+//!
+//! **Why.** The general kernel ([`super::pool`]) handles any window and stride with scalar code
+//! at the borders and a NaN bookkeeping per row; on these small planes (54, 27 or 28 output
+//! columns) that overhead made it 2-4x slower than onnxruntime's pool on its blocked layout.
+//!
+//! Bit-identical to the portable kernel: a fold `m = x > m ? x : m` (`max(x, m)`, which returns
+//! `m` on ties) over the window in row-major order keeps the first maximal element, and so does
+//! folding each row first and then the rows in order. A NaN breaks that (the portable kernel
+//! propagates the last NaN of the window), so a plane with a NaN in any row it reads is pooled
+//! again by the portable kernel.
+
+use super::vector::Simd;
+use crate::arch::portable;
+use crate::Pool2d;
+
+/// The most output columns per row this kernel takes (SqueezeNet's 54, ResNet's 56): the
+/// row buffer and the ring of horizontal maxima are stack arrays.
+pub(crate) const MAX_OW: usize = 128;
+
+/// Runs `p` if it is a 3x3 stride-2 pool this kernel takes; `false` otherwise, with `out`
+/// untouched.
+///
+/// **The rule**: a 3x3 window, stride 2, top and left padding at most 2, more than half a
+/// vector and at most [`MAX_OW`] output columns. Narrower rows (Inception-v2's 14 -> 7 pool)
+/// would leave most lanes idle and pay the per-row work for a handful of outputs: the
+/// general kernel ran them faster.
+#[inline(always)]
+pub(crate) fn max_pool2d<S: Simd>(s: S, p: &Pool2d, input: &[f32], out: &mut [f32]) -> bool {
+    let l = S::LANES;
+    let [pt, pl, _, _] = p.pad;
+    let ow_v = p.out_w.div_ceil(l) * l;
+    if p.kh != 3
+        || p.kw != 3
+        || p.stride != [2, 2]
+        || pt > 2
+        || pl > 2
+        || 2 * p.out_w <= l
+        || p.out_h == 0
+        || ow_v > MAX_OW
+        || pl + p.w > 2 * ow_v
+    {
+        return false;
+    }
+    let (plane_in, plane_out) = (p.h * p.w, p.out_h * p.out_w);
+    let planes = p.batch * p.channels;
+    assert!(input.len() >= planes * plane_in && out.len() >= planes * plane_out);
+    let mut ring = [[0.0f32; MAX_OW]; 3];
+    let one = Pool2d {
+        batch: 1,
+        channels: 1,
+        ..*p
+    };
+    for (x, y) in input
+        .chunks_exact(plane_in)
+        .zip(out.chunks_exact_mut(plane_out))
+        .take(planes)
+    {
+        if !plane(s, p, ow_v, x, y, &mut ring) {
+            portable::max_pool2d(&one, x, y);
+        }
+    }
+    true
+}
+
+/// Pools one plane; `false` if a row it read holds a NaN (then `y` is partly written).
+///
+/// `ring[0]` carries the maxima of the last row of one output row's window, which is the first
+/// row of the next one's. The output rows whose three window rows are all inside the image
+/// (all but the first and the last one or two) run [`steady_row`], a straight line without
+/// branches on the window; the others [`border_row`].
+#[inline(always)]
+fn plane<S: Simd>(
+    s: S,
+    p: &Pool2d,
+    ow_v: usize,
+    x: &[f32],
+    y: &mut [f32],
+    ring: &mut [[f32; MAX_OW]; 3],
+) -> bool {
+    let (w, ow) = (p.w, p.out_w);
+    let [pt, pl, _, _] = p.pad;
+    for (i, out_row) in y.chunks_exact_mut(ow).enumerate() {
+        // The window's rows: `2i - pt ..= 2i - pt + 2`, some of them maybe outside the image.
+        let top = (2 * i) as isize - pt as isize;
+        let ok = if i > 0 && top + 2 < p.h as isize {
+            let r = top as usize + 1;
+            steady_row(s, &x[r * w..][..2 * w], pl, ow_v, &mut ring[0], out_row)
+        } else {
+            border_row(s, p, ow_v, x, top, ring, out_row)
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// An output row whose window rows are all inside the image, the first one's maxima in `last`
+/// (`rows` holds the other two): their maxima are computed and folded in registers, and the
+/// third row's kept in `last` for the next output row. `false` if a row holds a NaN.
+#[inline(always)]
+fn steady_row<S: Simd>(
+    s: S,
+    rows: &[f32],
+    pl: usize,
+    ow_v: usize,
+    last: &mut [f32; MAX_OW],
+    out: &mut [f32],
+) -> bool {
+    let l = S::LANES;
+    let (rb, rc) = rows.split_at(rows.len() / 2);
+    let at = -(pl as isize);
+    let (mut b0, mut b1, nb) = pair(s, rb, at);
+    let (mut c0, mut c1, nc) = pair(s, rc, at);
+    let mut nan = s.mask_or(nb, nc);
+    let mut j = 0;
+    while j < ow_v {
+        let at = 2 * (j + l) as isize - pl as isize;
+        let (nb0, nb1, nb) = pair(s, rb, at);
+        let (nc0, nc1, nc) = pair(s, rc, at);
+        nan = s.mask_or(nan, s.mask_or(nb, nc));
+        let hb = s.max(s.shift_in(b0, nb0), s.max(b1, b0));
+        let hc = s.max(s.shift_in(c0, nc0), s.max(c1, c0));
+        let m = s.max(hc, s.max(hb, s.load(&last[j..])));
+        s.store(&mut last[j..], hc);
+        if j + l <= out.len() {
+            s.store(&mut out[j..], m);
+        } else {
+            s.store_partial(&mut out[j..], m);
+        }
+        (b0, b1, c0, c1) = (nb0, nb1, nc0, nc1);
+        j += l;
+    }
+    !s.mask_any(nan)
+}
+
+/// An output row whose window has rows outside the image (`top` is its first row's index):
+/// the rows inside go through [`row_maxima`] (the window's third row into `ring[0]`, for the
+/// next output row) and are folded in order. `false` if a row holds a NaN.
+#[inline(always)]
+fn border_row<S: Simd>(
+    s: S,
+    p: &Pool2d,
+    ow_v: usize,
+    x: &[f32],
+    top: isize,
+    ring: &mut [[f32; MAX_OW]; 3],
+    out: &mut [f32],
+) -> bool {
+    let l = S::LANES;
+    let (w, pl) = (p.w, p.pad[1]);
+    // `ring[k]` for window row `2 - k`: the third row lands in `ring[0]`.
+    let inside = |dy: usize| (0..p.h as isize).contains(&(top + dy as isize));
+    for dy in (0..3).filter(|&dy| inside(dy)) {
+        let r = (top + dy as isize) as usize;
+        if !row_maxima(s, &x[r * w..][..w], pl, ow_v, &mut ring[2 - dy]) {
+            return false;
+        }
+    }
+    let mut j = 0;
+    while j < out.len() {
+        let mut m = s.splat(f32::NEG_INFINITY);
+        for dy in (0..3).filter(|&dy| inside(dy)) {
+            m = s.max(s.load(&ring[2 - dy][j..]), m);
+        }
+        if j + l <= out.len() {
+            s.store(&mut out[j..], m);
+        } else {
+            s.store_partial(&mut out[j..], m);
+        }
+        j += l;
+    }
+    true
+}
+
+/// The horizontal maxima of one input row (`h[j] = max(row[2j - pl ..= 2j - pl + 2])`, the
+/// padding `-inf`) into `h[..ow_v]`; `false` if the row holds a NaN.
+///
+/// Per vector of outputs: one deinterleaved pair of loads gives the window's first and second
+/// columns, and its third is the first shifted one lane on, taking the next vector's first
+/// lane.
+#[inline(always)]
+fn row_maxima<S: Simd>(s: S, row: &[f32], pl: usize, ow_v: usize, h: &mut [f32; MAX_OW]) -> bool {
+    let l = S::LANES as isize;
+    // The pairs read columns `-pl .. 2 ow_v + 2 l - pl`, every column of the row
+    // (`pl + w <= 2 ow_v`), so checking them finds any NaN.
+    let (mut c0, mut c1, mut nan) = pair(s, row, -(pl as isize));
+    let mut j = 0;
+    while j < ow_v {
+        let (n0, n1, n) = pair(s, row, 2 * (j as isize + l) - pl as isize);
+        nan = s.mask_or(nan, n);
+        let c2 = s.shift_in(c0, n0);
+        s.store(&mut h[j..], s.max(c2, s.max(c1, c0)));
+        (c0, c1) = (n0, n1);
+        j += S::LANES;
+    }
+    !s.mask_any(nan)
+}
+
+/// The even and odd columns of `row[at..at + 2 LANES]` (`-inf` outside the row) in memory
+/// order, and which lanes of the two loads hold a NaN. (A function, not a closure: a closure
+/// would not inherit the caller's target features.)
+#[inline(always)]
+fn pair<S: Simd>(s: S, row: &[f32], at: isize) -> (S::V, S::V, S::M) {
+    let (a, b) = (load(s, row, at), load(s, row, at + S::LANES as isize));
+    let (even, odd) = s.deinterleave(a, b);
+    (s.unpermute(even), s.unpermute(odd), s.unordered(a, b))
+}
+
+/// `row[at..at + LANES]`, `-inf` in the lanes outside the row.
+#[inline(always)]
+fn load<S: Simd>(s: S, row: &[f32], at: isize) -> S::V {
+    let l = S::LANES as isize;
+    let w = row.len() as isize;
+    if at >= 0 && at + l <= w {
+        return s.load(&row[at as usize..]);
+    }
+    let (lo, hi) = ((-at).clamp(0, l) as usize, (w - at).clamp(0, l) as usize);
+    let m = s.mask_range(lo, hi.max(lo));
+    // SAFETY: the mask selects lanes `lo..hi`, whose addresses `at + lo .. at + hi` are inside
+    // `row`; the others are never read.
+    let v = unsafe { s.load_masked_ptr(row.as_ptr().wrapping_offset(at), m) };
+    s.select(m, v, s.splat(f32::NEG_INFINITY))
+}
