@@ -179,6 +179,11 @@ fn conv2d_split_matches_one_thread() {
         conv(128, 128, 28, 3, 1, 1, 2), // grouped
         conv(48, 40, 30, 5, 1, 2, 1),   // ragged
         conv(24, 150, 27, 1, 1, 0, 1),  // short expansion: wide panels, 729 = 512 + 217
+        // Stems (x86 AVX-512: the direct stem kernel, its output rows split): 7x7 and 3x3,
+        // and channel blocks that overlap (40 = 16 + 16 + the last 16 from channel 24).
+        conv(3, 64, 112, 7, 2, 3, 1),
+        conv(3, 32, 96, 3, 2, 1, 1),
+        conv(3, 40, 64, 3, 2, 1, 1),
     ];
     for p in cases {
         let input = data(p.batch * p.c_in * p.h * p.w, 3);

@@ -230,7 +230,7 @@ macro_rules! conv_entries {
                 return;
             }
             // A stem (3x3 stride 2 over a few channels) runs its direct kernel, if it takes it.
-            if super::stem::stem_conv2d(par.threads(), p, input, weight, bias, res, act, out) {
+            if super::stem::stem_conv2d(par, p, input, weight, bias, res, act, out) {
                 return;
             }
             // SAFETY: only reachable through a table built after detecting these features

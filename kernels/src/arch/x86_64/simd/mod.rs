@@ -109,17 +109,18 @@ macro_rules! simd_families {
         /// features. `conv.rs` offers it every non-depthwise convolution.
         pub(super) mod stem {
             use crate::arch::x86_64::simd::{isa_entries, stem, vector::$token};
+            use crate::par::Parallel;
             use crate::{Activation, Conv2d};
 
             isa_entries! {
                 features: $features,
                 token: $token;
                 /// [`crate::conv2d`] (with `res`: [`crate::conv2d_res`]) for the stems the
-                /// kernel takes, on `threads` threads; `false`, having written nothing, for the
-                /// others.
+                /// kernel takes, its output rows split on `par`; `false`, having written
+                /// nothing, for the others.
                 #[allow(clippy::too_many_arguments)]
                 fn stem_conv2d(
-                    threads: usize,
+                    par: &dyn Parallel,
                     p: &Conv2d,
                     input: &[f32],
                     weight: &[f32],

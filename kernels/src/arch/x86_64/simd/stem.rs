@@ -34,9 +34,12 @@
 //! **The rule**: 16 lanes (AVX-512), `groups == 1`, a 3x3 window over at most [`MAX_C_IN`]
 //! input channels or a 7x7 one over at most [`MAX_C_IN_7`], stride 2 both ways, no dilation, top
 //! and left padding below the window's side, at least 16 output columns, [`CO_MIN`] to
-//! [`MAX_C_OUT`] output channels, on one thread (the GEMM splits its columns among threads; this
-//! kernel does not split). A 7x7 window runs one channel block at a time over the whole image
-//! (its weights are five times a 3x3's), a 3x3 one all blocks per output row. Figures in
+//! [`MAX_C_OUT`] output channels. On several threads the output rows are split into tasks of
+//! whole rows (about four per thread), each computed as on one thread: the bits do not depend
+//! on the thread count (until stop 19 this kernel ran on one thread only and the GEMM took the
+//! stems on two, so a network's output changed with its thread count). A 7x7 window runs one
+//! channel block at a time over a band of rows (its weights are five times a 3x3's), a 3x3 one
+//! all blocks per output row. Figures in
 //! docs/performance.md, "MobileNet-v2: the stem and the classifier" and "7x7 stems".
 //!
 //! Differences from the portable kernel: the sum starts from the bias and is accumulated with
@@ -49,7 +52,9 @@ use super::math::{specialise_cheap, Act, Ident};
 use super::vector::{Job, Simd};
 use crate::arch::portable::epilogue::add_residual;
 use crate::pack::depth_blocks;
+use crate::par::{worth_splitting, Parallel, SharedMut};
 use crate::{Activation, Conv2d};
+use core::ops::Range;
 
 /// The most input channels this kernel takes with a 3x3 window: beyond a few, the reduction
 /// is long enough for the GEMM.
@@ -86,9 +91,9 @@ const MAX_ROWS: usize = if MAX_C_IN * 3 > MAX_C_IN_7 * 7 {
 /// layout for so short a reduction (one depth block).
 #[allow(clippy::too_many_arguments)] // conv2d's contract plus the vector token.
 #[inline(always)]
-pub(crate) fn conv2d<S: Simd>(
+pub(crate) fn conv2d<S: Simd<V: Sync> + Sync>(
     s: S,
-    threads: usize,
+    par: &dyn Parallel,
     p: &Conv2d,
     input: &[f32],
     weight: &[f32],
@@ -97,7 +102,7 @@ pub(crate) fn conv2d<S: Simd>(
     act: Activation,
     out: &mut [f32],
 ) -> bool {
-    if S::LANES != 16 || threads > 1 {
+    if S::LANES != 16 {
         return false;
     }
     let Some(g) = Geom::new::<S>(p) else {
@@ -115,13 +120,13 @@ pub(crate) fn conv2d<S: Simd>(
     if let Some(r) = res {
         // No stem has a residual operand: it is added, and the activation applied, in a second
         // pass, as for the depthwise kernels.
-        by_shape(s, Ident, &conv, out);
+        by_shape(s, par, Ident, &conv, out);
         add_residual(p, out, r, act);
         return true;
     }
     // The cheap activations are fused into the store (one instantiation each); sigmoid and
     // tanh run as a second pass.
-    specialise_cheap!(s, act, a => by_shape(s, a, &conv, out),
+    specialise_cheap!(s, act, a => by_shape(s, par, a, &conv, out),
         then eltwise::unary_inplace(s, act, out));
     true
 }
@@ -137,14 +142,44 @@ pub(crate) fn conv2d<S: Simd>(
 /// 63-70, 8 x 2 70-76, 24 x 1 59-66. Wider blocks of channels spend fewer permutes per FMA
 /// (three per input row and chunk, shared by the block's `3 CO` FMAs).
 #[inline(always)]
-fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, conv: &Data<'_>, out: &mut [f32]) {
+fn by_shape<S: Simd + Sync, A: Act<S> + Sync>(
+    s: S,
+    par: &dyn Parallel,
+    act: A,
+    conv: &Data<'_>,
+    out: &mut [f32],
+) {
+    // Tasks of whole output rows (every image, every channel block of them): each output is
+    // computed as on one thread, so the bits do not depend on the number of threads.
+    let g = conv.g;
+    let fmas = g.batch * g.c_out * g.oh * g.ow * g.c_in * g.k * g.k;
+    let tasks = if worth_splitting(par, fmas) {
+        (4 * par.threads()).min(g.oh)
+    } else {
+        1
+    };
+    let out = SharedMut::new(out);
+    let out = &out;
     macro_rules! job {
         ($co:literal, $c:literal) => {
-            if conv.g.k == 7 {
-                s.vectorize(Stem::<'_, '_, A, $co, $c, 7, 8> { conv, act, out })
-            } else {
-                s.vectorize(Stem::<'_, '_, A, $co, $c, 3, 4> { conv, act, out })
-            }
+            par.run(tasks, &|t| {
+                let rows = t * g.oh / tasks..(t + 1) * g.oh / tasks;
+                if g.k == 7 {
+                    s.vectorize(Stem::<'_, '_, A, $co, $c, 7, 8> {
+                        conv,
+                        act,
+                        out,
+                        rows,
+                    })
+                } else {
+                    s.vectorize(Stem::<'_, '_, A, $co, $c, 3, 4> {
+                        conv,
+                        act,
+                        out,
+                        rows,
+                    })
+                }
+            })
         };
     }
     let c_out = conv.g.c_out;
@@ -240,7 +275,9 @@ impl Geom {
 struct Stem<'a, 'b, A, const CO: usize, const C: usize, const K: usize, const N: usize> {
     conv: &'a Data<'b>,
     act: A,
-    out: &'a mut [f32],
+    /// The whole output, of which this job writes output rows `rows` of every plane.
+    out: &'a SharedMut<'b>,
+    rows: Range<usize>,
 }
 
 impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const N: usize> Job<S>
@@ -258,7 +295,8 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const 
     ///   `weight[co * taps + (ci * K + ky) * K + kx]`, `taps = c_in * K * K`, inside
     ///   `c_out * taps` (copied into the blocks' arrays with slice indexing).
     /// * output: `out + ((n * c_out + co) * oh + oy) * ow + ox[c]` for `L` lanes, with
-    ///   `ox[c] <= ow - L`: inside output plane `co` of image `n`.
+    ///   `ox[c] <= ow - L`: inside output plane `co` of image `n`, in row `oy` of this job's
+    ///   `rows`, which no other job of the same call writes (the tasks' ranges are disjoint).
     #[inline(always)]
     fn run(self, s: S) {
         let Data {
@@ -321,7 +359,8 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const 
             out_plane: oh * ow,
             pad_left,
         };
-        let dst0 = self.out.as_mut_ptr();
+        assert!(self.out.len() >= batch * c_out * oh * ow && self.rows.end <= oh);
+        let dst0 = self.out.as_ptr();
         let to = |n: usize, i: usize, oy: usize| {
             dst0.wrapping_add((n * c_out + co0(i)) * oh * ow + oy * ow)
         };
@@ -335,7 +374,7 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const 
                 fill(i, &mut wt[i], &mut bias_of[i]);
             }
             for n in 0..batch {
-                for oy in 0..oh {
+                for oy in self.rows.clone() {
                     let rows = rows(n, oy);
                     for i in 0..blocks {
                         // SAFETY: see the bounds above.
@@ -350,11 +389,12 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const 
             // rows stay in L2 for every block.
             let mut bias_of = [0.0f32; CO];
             let mut wt = [[0.0f32; CO]; TAPS_7];
+            let Range { start, end } = self.rows;
             for n in 0..batch {
-                for band in (0..oh).step_by(BAND_7) {
+                for band in (start..end).step_by(BAND_7) {
                     for i in 0..blocks {
                         fill(i, &mut wt, &mut bias_of);
-                        for oy in band..(band + BAND_7).min(oh) {
+                        for oy in band..(band + BAND_7).min(end) {
                             let rows = rows(n, oy);
                             // SAFETY: see the bounds above.
                             unsafe { row.run(s, self.act, &wt, &bias_of, &rows, to(n, i, oy)) };
