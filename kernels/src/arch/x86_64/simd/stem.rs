@@ -541,8 +541,12 @@ unsafe fn block<
                 .as_ptr()
                 .cast::<f32>()
                 .wrapping_add((ci * K + ky) * K * CO);
-            for (co, a) in acc.iter_mut().enumerate() {
-                for (kx, tap) in tap.iter().enumerate() {
+            // Taps outer, channels inner: each tap's `CO x C` FMAs are independent, and the
+            // unrolled channel loop keeps the accumulators in registers. (Channels outer made
+            // a chain of `K` dependent FMAs per accumulator, and with `K = 7` LLVM kept the
+            // accumulators on the stack: 0.80 of peak against 0.9 for the same sums.)
+            for (kx, tap) in tap.iter().enumerate() {
+                for (co, a) in acc.iter_mut().enumerate() {
                     // SAFETY: weight `(co, ci, ky, kx)` of the block, tap
                     // `(ci * K + ky) * K + kx < c_in * K * K` (the caller's contract).
                     let wv = s.splat(unsafe { *wr.add(kx * CO + co) });
