@@ -57,6 +57,7 @@ Usage (from anywhere; `pip install -r scripts/requirements.txt`):
     python3 scripts/bench_e2e.py --models resnet50,vgg19 --threads 1 --no-cold
     KILN_ISA=avx2 python3 scripts/bench_e2e.py --no-cold   # kiln's kernels capped at AVX2
     python3 scripts/bench_e2e.py --isa avx512,avx2 --threads 1 --no-cold   # both in one run
+    python3 scripts/bench_e2e.py --models inception_v2 --profile   # each layer beside onnxruntime's
     python3 scripts/bench_e2e.py --emit              # rewrite examples/bench_e2e/models/*.rs
 """
 
