@@ -204,6 +204,7 @@ const _: () = {
             ::kiln::__private::Tensor<'a>,
             ::kiln::__private::Error,
         > {
+            let __prof = ::kiln::__private::profile_start();
             {
                 let ([], [out, scratch]) = ::kiln::__private::io(
                     &mut *__arena,
@@ -235,6 +236,11 @@ const _: () = {
                     out,
                 );
             }
+            ::kiln::__private::profile_stop(
+                __prof,
+                "h: conv2d fm<1xf32[8,8], batch = 32> -> fm<16xf32[8,8], batch = 32> (im2col + gemm)",
+            );
+            let __prof = ::kiln::__private::profile_start();
             {
                 let ([r0], [out]) = ::kiln::__private::io(
                     &mut *__arena,
@@ -260,6 +266,11 @@ const _: () = {
                     out,
                 );
             }
+            ::kiln::__private::profile_stop(
+                __prof,
+                "h: max_pool fm<16xf32[8,8], batch = 32> -> fm<16xf32[4,4], batch = 32>",
+            );
+            let __prof = ::kiln::__private::profile_start();
             {
                 let ([r0], [out]) = ::kiln::__private::io(
                     &mut *__arena,
@@ -278,6 +289,11 @@ const _: () = {
                     out,
                 );
             }
+            ::kiln::__private::profile_stop(
+                __prof,
+                "h: dense vec<256xf32, batch = 32> -> vec<64xf32, batch = 32>",
+            );
+            let __prof = ::kiln::__private::profile_start();
             {
                 let ([r0], [out]) = ::kiln::__private::io(
                     &mut *__arena,
@@ -296,6 +312,11 @@ const _: () = {
                     out,
                 );
             }
+            ::kiln::__private::profile_stop(
+                __prof,
+                "%11: dense vec<64xf32, batch = 32> -> vec<10xf32, batch = 32>",
+            );
+            let __prof = ::kiln::__private::profile_start();
             {
                 let ([], [out]) = ::kiln::__private::io(
                     &mut *__arena,
@@ -304,6 +325,10 @@ const _: () = {
                 );
                 (__k.softmax_inplace)(32usize, 10usize, 1usize, out);
             }
+            ::kiln::__private::profile_stop(
+                __prof,
+                "%12: softmax vec<10xf32, batch = 32> -> vec<10xf32, batch = 32>",
+            );
             let __arena: &'a [f32] = __arena;
             ::core::result::Result::Ok(
                 ::kiln::__private::Tensor::new(
