@@ -2,19 +2,20 @@
 //! Inception-v2 and ShuffleNet, on planes of at most [`MAX_OW`] output columns: a kernel of
 //! its own, tried by [`super::pool::max_pool2d`] before its general paths.
 //!
-//! Algorithm sketch (one plane, `L` lanes):
+//! Algorithm sketch (one plane, `L` lanes; columns outside the row read as `-inf`):
 //!
 //! ```text
-//! buf = [-inf; pad_left] ++ row ++ [-inf; ...]        each input row copied once, NaN-checked
-//! h[r][j] = max(buf[2j], buf[2j + 1], buf[2j + 2])   per input row r, a vector of L columns j
-//!                                                     from two deinterleaved pairs of loads
-//! out[i][j] = max(h[2i - pad_top + dy][j] for dy in 0..3 inside the image)
+//! h[r][j..j+L]   = max(c2, max(c1, c0))       per input row r, vector of outputs from j:
+//!   c0, c1       = even, odd(row[2j - pl ..][..2L])       one deinterleaved pair of loads
+//!   c2           = shift_in(c0, next pair's c0)           columns 2j + 2: one lane on
+//! out[i][j..j+L] = max(h[r2], max(h[r1], h[r0]))   r0..r2 = 2i - pt + 0..3, inside the image
 //! ```
 //!
-//! Each input row's horizontal maxima are computed once into a ring of three rows and shared
-//! by the two output rows whose windows hold it. The padded copy of the row takes every border
-//! out of the loops: the left padding and the ceil-mode columns past the right edge are `-inf`,
-//! which never wins, so every output column is a full vector of the same instructions.
+//! Each input row's horizontal maxima are computed once and the window's last row is kept
+//! (`ring[0]`) for the next output row, whose first row it is. The loads past the row's ends
+//! are masked and filled with `-inf`, which never wins, so the left padding and the ceil-mode
+//! columns need no code of their own; the output rows whose three window rows are inside the
+//! image (all but one or two per plane) run a straight line without branches on the window.
 //!
 //! **Why.** The general kernel ([`super::pool`]) handles any window and stride with scalar code
 //! at the borders and a NaN bookkeeping per row; on these small planes (54, 27 or 28 output
@@ -31,7 +32,7 @@ use crate::arch::portable;
 use crate::Pool2d;
 
 /// The most output columns per row this kernel takes (SqueezeNet's 54, ResNet's 56): the
-/// row buffer and the ring of horizontal maxima are stack arrays.
+/// rows of horizontal maxima are stack arrays.
 pub(crate) const MAX_OW: usize = 128;
 
 /// Runs `p` if it is a 3x3 stride-2 pool this kernel takes; `false` otherwise, with `out`
@@ -58,9 +59,20 @@ pub(crate) fn max_pool2d<S: Simd>(s: S, p: &Pool2d, input: &[f32], out: &mut [f3
     {
         return false;
     }
-    let (plane_in, plane_out) = (p.h * p.w, p.out_h * p.out_w);
-    let planes = p.batch * p.channels;
-    assert!(input.len() >= planes * plane_in && out.len() >= planes * plane_out);
+    // Sizes whose products overflow, or empty planes, are left to the general kernel.
+    let (Some(plane_in), Some(plane_out), Some(planes)) = (
+        p.h.checked_mul(p.w).filter(|&n| n > 0),
+        p.out_h.checked_mul(p.out_w),
+        p.batch.checked_mul(p.channels),
+    ) else {
+        return false;
+    };
+    let (Some(need_in), Some(need_out)) =
+        (planes.checked_mul(plane_in), planes.checked_mul(plane_out))
+    else {
+        return false;
+    };
+    assert!(input.len() >= need_in && out.len() >= need_out);
     let mut ring = [[0.0f32; MAX_OW]; 3];
     let one = Pool2d {
         batch: 1,
