@@ -152,7 +152,9 @@ fn by_shape<S: Simd + Sync, A: Act<S> + Sync>(
     // Tasks of whole output rows (every image, every channel block of them): each output is
     // computed as on one thread, so the bits do not depend on the number of threads.
     let g = conv.g;
-    let fmas = g.batch * g.c_out * g.oh * g.ow * g.c_in * g.k * g.k;
+    let fmas = [g.c_out, g.oh, g.ow, g.c_in, g.k * g.k]
+        .iter()
+        .fold(g.batch, |n, &d| n.saturating_mul(d));
     let tasks = if worth_splitting(par, fmas) {
         (4 * par.threads()).min(g.oh)
     } else {
@@ -182,7 +184,7 @@ fn by_shape<S: Simd + Sync, A: Act<S> + Sync>(
             })
         };
     }
-    let c_out = conv.g.c_out;
+    let c_out = g.c_out;
     if c_out.is_multiple_of(16) {
         job!(16, 1)
     } else if c_out.is_multiple_of(12) {
