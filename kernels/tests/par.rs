@@ -179,6 +179,10 @@ fn conv2d_split_matches_one_thread() {
         conv(128, 128, 28, 3, 1, 1, 2), // grouped
         conv(48, 40, 30, 5, 1, 2, 1),   // ragged
         conv(24, 150, 27, 1, 1, 0, 1),  // short expansion: wide panels, 729 = 512 + 217
+        // Few output channels (x86 AVX-512: the GEMM on the padded input, `avx2::flat`):
+        // DenseNet-121's 128 -> 32 on 14x14 (two panels) and 7x7 (one, rows split).
+        conv(128, 32, 14, 3, 1, 1, 1),
+        conv(128, 32, 7, 3, 1, 1, 1),
         // Stems (x86 AVX-512: the direct stem kernel, its output rows split): 7x7 and 3x3,
         // and channel blocks that overlap (40 = 16 + 16 + the last 16 from channel 24).
         conv(3, 64, 112, 7, 2, 3, 1),

@@ -117,10 +117,18 @@ macro_rules! conv_entries {
             bias: Option<&[f32]>,
             res: Option<&[f32]>,
             act: Activation,
+            scratch: &mut [f32],
             out: &mut [f32],
         ) {
             // SAFETY: the features are available (this function's contract).
             unsafe {
+                // A stride-1 convolution the padded-input GEMM takes (small maps, few output
+                // channels: `avx2::flat`), else the implicit im2col one.
+                if crate::arch::x86_64::avx2::flat::conv2d_flat::<$lanes, NR>(
+                    par, p, input, weight, bias, res, act, scratch, out,
+                ) {
+                    return;
+                }
                 conv2d_gemm::<$lanes, NR>(
                     <$lanes>::new(),
                     par,
@@ -235,7 +243,7 @@ macro_rules! conv_entries {
             }
             // SAFETY: only reachable through a table built after detecting these features
             // (crate::table).
-            unsafe { conv2d_compiled(par, p, input, weight, bias, res, act, out) }
+            unsafe { conv2d_compiled(par, p, input, weight, bias, res, act, scratch, out) }
         }
     };
 }

@@ -176,6 +176,9 @@ pub(crate) struct Tile {
     pub b: *const f32,
     /// Floats between rows of an in-place `B` ([`MicroKernel::tile_strided`] only).
     pub ldb: usize,
+    /// Where the rows of an in-place `B` start, for [`MicroKernel::tile_table`] only:
+    /// `B[p, j]` at `b + rows[p] + j` for `p < kc`; null otherwise.
+    pub b_rows: *const u32,
     /// `C[i, j]` is at `c + i * ldc + j`.
     pub c: *mut f32,
     pub ldc: usize,
@@ -234,6 +237,18 @@ pub(crate) trait MicroKernel<const NR: usize> {
     /// only called if [`IN_PLACE`](Self::IN_PLACE).
     unsafe fn tile_strided(_t: &Tile) {
         unreachable!("tile_strided without IN_PLACE")
+    }
+
+    /// [`tile`](Self::tile) with `B` read in place through a table of row offsets
+    /// (`B[p, j]` at `t.b + t.b_rows[p] + j`, no packing), `cols` `NR` or `NR / 2`: a
+    /// convolution's input seen through its taps ([`super::flat`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`tile`](Self::tile), with `t.b_rows` holding `kc` offsets and `B` valid for
+    /// `cols` floats from each; only called if [`IN_PLACE`](Self::IN_PLACE).
+    unsafe fn tile_table(_t: &Tile) {
+        unreachable!("tile_table without IN_PLACE")
     }
 
     /// [`gemm_part_in`] for this micro-kernel. An ISA overrides it with a call into a
@@ -350,9 +365,36 @@ pub(crate) trait PackB {
     fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]);
 
     /// `B` as rows the micro-kernel can read where they lie, if it is stored so and reading
-    /// it in place pays: `(B[0, 0], row stride)`, the pointer valid for `k` rows of `n` floats.
-    fn in_place(&self, _k: usize, _n: usize) -> Option<(*const f32, usize)> {
+    /// it in place pays, valid for `k` rows of `n` floats.
+    fn in_place(&self, _k: usize, _n: usize) -> Option<InPlace<'_>> {
         None
+    }
+}
+
+/// `B` read where it lies: `B[p, j]` at `b + rows.start(p) + j`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InPlace<'a> {
+    pub b: *const f32,
+    pub rows: BRows<'a>,
+}
+
+/// Where the rows of an in-place `B` start.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BRows<'a> {
+    /// Row `p` at `p * ldb` (a 1x1 convolution's input, one image plane per row).
+    Stride(usize),
+    /// Row `p` at `table[p]` (a convolution's zero-padded input through its taps).
+    Table(&'a [u32]),
+}
+
+impl BRows<'_> {
+    /// The offset of row `p` from `B[0, 0]`, in floats.
+    #[inline(always)]
+    fn start(self, p: usize) -> usize {
+        match self {
+            BRows::Stride(ldb) => p * ldb,
+            BRows::Table(t) => t[p] as usize,
+        }
     }
 }
 
@@ -383,10 +425,14 @@ impl PackB for RowMajor<'_> {
         }
     }
 
-    fn in_place(&self, k: usize, n: usize) -> Option<(*const f32, usize)> {
+    fn in_place(&self, k: usize, n: usize) -> Option<InPlace<'_>> {
         // A real check: the micro-kernel reads through the pointer.
-        (self.in_place && self.ld >= n && holds_strided(self.data.len(), k, self.ld, n))
-            .then_some((self.data.as_ptr(), self.ld))
+        (self.in_place && self.ld >= n && holds_strided(self.data.len(), k, self.ld, n)).then_some(
+            InPlace {
+                b: self.data.as_ptr(),
+                rows: BRows::Stride(self.ld),
+            },
+        )
     }
 }
 
@@ -588,11 +634,19 @@ impl Split {
         let panel_nc = panel_cols(m, crate::pack::depth_blocks(k).1);
         let cols = n.div_ceil(panel_nc).clamp(1, 4 * threads);
         let enough = 2 * threads;
-        // At least two slivers per row part, so its tail can still be balanced.
+        // At least two slivers per row part, so its tail can still be balanced; except that
+        // one panel of three slivers (25-36 rows: DenseNet-121's 32-channel 3x3 layers on
+        // 7x7 maps) goes to two parts, one and two slivers (12 | 10 + 10 rows), rather than
+        // to one thread.
+        let slivers = m.div_ceil(mr);
         let rows = if cols >= enough {
             1
         } else if cols == 1 {
-            threads.min((m.div_ceil(mr) / 2).max(1))
+            threads.min(if slivers == 3 {
+                2
+            } else {
+                (slivers / 2).max(1)
+            })
         } else {
             enough.div_ceil(cols).min((m.div_ceil(mr) / 2).max(1))
         };
@@ -643,10 +697,10 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
 /// expansion (`m > k`, a short reduction over many slivers) measured up to 20 % slower in
 /// place.
 #[inline(always)]
-fn reads_in_place<K: MicroKernel<NR>, const NR: usize, B: PackB>(
+fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
     g: &Shared<'_>,
-    b: &B,
-) -> Option<(*const f32, usize)> {
+    b: &'b B,
+) -> Option<InPlace<'b>> {
     if K::IN_PLACE && g.m <= g.k {
         b.in_place(g.k, g.n)
     } else {
@@ -717,12 +771,12 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
     let m_end = (slivers * (rp + 1) / split.rows * mr).min(m);
     let n_end = (panels * (cp + 1) / split.cols * panel_nc).min(n);
 
-    if let Some((b_ptr, ldb)) = reads_in_place::<K, NR, B>(g, b) {
+    if let Some(ib) = reads_in_place::<K, NR, B>(g, b) {
         let rows = row0..m_end;
         let first = (panels * cp / split.cols * panel_nc).min(n);
         // SAFETY: forwarded from the caller; `in_place` checked `B`'s extent, the other
         // operands were checked above.
-        unsafe { in_place_part::<K, NR>(g, b_ptr, ldb, rows, first..n_end, panel_nc) };
+        unsafe { in_place_part::<K, NR>(g, ib, rows, first..n_end, panel_nc) };
         return;
     }
     assert!(
@@ -803,6 +857,7 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
                         lda_next: if a_blocked { kc } else { lda },
                         b: panel.wrapping_add(b_at),
                         ldb: 0,
+                        b_rows: core::ptr::null(),
                         c: c_ptr.wrapping_add(ir * ldc + j),
                         ldc,
                         rows,
@@ -883,9 +938,10 @@ fn in_panel<const CAP: usize>(used: usize, body: &mut dyn FnMut(&mut [f32])) {
     body(panel);
 }
 
-/// [`gemm_part_in`] with `B` read where it lies (`B[p, j]` at `b + p * ldb + j`, valid for
-/// `k x n`): no panel is packed, and each full or half-width tile reads its rows of `B`
-/// straight from the input ([`MicroKernel::tile_strided`]). Only the last `< NR / 2` columns
+/// [`gemm_part_in`] with `B` read where it lies (`B[p, j]` at `b + rows.start(p) + j`, valid
+/// for `k x n`): no panel is packed, and each full or half-width tile reads its rows of `B`
+/// straight from the input ([`MicroKernel::tile_strided`] for rows a stride apart,
+/// [`MicroKernel::tile_table`] for rows through a table). Only the last `< NR / 2` columns
 /// of a panel ([`PanelLayout::rest`]) are copied, transposed, for `dots`: as masked tiles
 /// they wasted most lanes (a 7x7 map's 49 = 32 + 17 columns as two tiles ran at 0.78 of the
 /// packed path). The loops are those of the packed path (panels of `panel_nc` columns,
@@ -899,13 +955,13 @@ fn in_panel<const CAP: usize>(used: usize, body: &mut dyn FnMut(&mut [f32])) {
 #[inline(always)]
 unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
     g: &Shared<'_>,
-    b: *const f32,
-    ldb: usize,
+    ib: InPlace<'_>,
     rows: core::ops::Range<usize>,
     cols: core::ops::Range<usize>,
     panel_nc: usize,
 ) {
     let mr = K::MR;
+    let b = ib.b;
     let (blocks, kc_step) = crate::pack::depth_blocks(g.k);
     let a_ptr = g.a.as_ptr();
     let c_ptr = g.c.as_ptr();
@@ -926,14 +982,23 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
             let pc = blk * kc_step;
             let kc = kc_step.min(g.k - pc);
             for j in 0..l.rest {
-                let src = b.wrapping_add(pc * ldb + jc + body + j);
+                let src = b.wrapping_add(jc + body + j);
                 for p in 0..kc {
                     // SAFETY: row `pc + p < k` and column `jc + body + j < n` of `B` are
                     // inside the caller's range; `j * kc + p < 16 KC` (`rest < 16`,
                     // `kc <= KC`) inside the buffer.
-                    unsafe { rest_ptr.add(j * kc + p).write(*src.add(p * ldb)) };
+                    unsafe {
+                        rest_ptr
+                            .add(j * kc + p)
+                            .write(*src.add(ib.rows.start(pc + p)))
+                    };
                 }
             }
+            // This block's rows of `B`: the table from row `pc`, or the stride.
+            let (block_b, ldb, b_rows) = match ib.rows {
+                BRows::Stride(ldb) => (b.wrapping_add(pc * ldb), ldb, core::ptr::null()),
+                BRows::Table(t) => (b, 0, t[pc..pc + kc].as_ptr()),
+            };
             let mut ir = rows.start;
             while ir < rows.end {
                 let r = sliver_rows(rows.end, ir, mr);
@@ -948,10 +1013,10 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                 let next = ir + r;
                 for q in 0..calls {
                     let (j, b_at, w) = if q < l.full {
-                        (jc + q * NR, b.wrapping_add(pc * ldb + jc + q * NR), NR)
+                        (jc + q * NR, block_b.wrapping_add(jc + q * NR), NR)
                     } else if q < tiles {
                         let j = jc + l.full * NR;
-                        (j, b.wrapping_add(pc * ldb + j), l.half)
+                        (j, block_b.wrapping_add(j), l.half)
                     } else {
                         (jc + body, rest_ptr.cast_const(), l.rest)
                     };
@@ -970,6 +1035,7 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                         lda_next: lda,
                         b: b_at,
                         ldb,
+                        b_rows,
                         c: c_ptr.wrapping_add(ir * g.ldc + j),
                         ldc: g.ldc,
                         rows: r,
@@ -987,14 +1053,16 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                         act: g.act,
                     };
                     // SAFETY: the caller guarantees the CPU features and `B`'s rows
-                    // `pc..pc + kc` (columns `j..j + w` are inside `n`), and the rest was
-                    // just written (`w x kc`); the sliver, C, the bias and the residual as in
-                    // `gemm_part`.
+                    // `pc..pc + kc` (columns `j..j + w` are inside `n`; the table's `kc`
+                    // entries from `pc` were sliced above), and the rest was just written (`w x kc`); the sliver, C, the bias and the
+                    // residual as in `gemm_part`.
                     unsafe {
-                        if q < tiles {
+                        if q >= tiles {
+                            K::dots(&t);
+                        } else if b_rows.is_null() {
                             K::tile_strided(&t);
                         } else {
-                            K::dots(&t);
+                            K::tile_table(&t);
                         }
                     }
                 }

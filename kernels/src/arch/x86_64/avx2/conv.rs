@@ -13,7 +13,10 @@
 //!    step reads the input through the im2col map ([`super::im2col`]) straight into
 //!    its stack panel. That is one pass over the data instead of two (write im2col, then pack
 //!    it), and it needs no scratch: [`Conv2d::scratch_len`]'s im2col matrix is for the
-//!    portable kernel; `scratch` only reaches the depthwise kernel (its band buffer).
+//!    portable kernel. With AVX-512, whose micro-kernel reads `B` in place, a stride-1
+//!    convolution with few output channels first goes to [`super::flat`], the GEMM on a
+//!    zero-padded copy of the input, which lives in that scratch; with AVX2 `scratch` only
+//!    reaches the depthwise kernel (its band buffer).
 //!
 //! The weights `[c_out, c_in/g, kh, kw]` are, per group, the `[c_out/g, k]` left-hand matrix,
 //! which the model stored in [`WeightLayout::DepthBlocked`](crate::pack::WeightLayout) when it

@@ -318,21 +318,22 @@ pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
 }
 
 /// One step of [`k_loop_strided!`]: the B row at `{b}` (unaligned loads: a row of the input
-/// starts anywhere), the rows' FMAs, then `{b}` moves to the next row (`{ldb}` bytes on).
+/// starts anywhere), the rows' FMAs, then `{b}` moves to the next row (`{x}`, the stride in
+/// bytes, on).
 macro_rules! strided_step {
     (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "vmovups zmm30, zmmword ptr [{b}]\n",
             "vmovups zmm31, zmmword ptr [{b} + 64]\n",
             $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
-            "add {b}, {ldb}\n",
+            "add {b}, {x}\n",
         )
     };
     (1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "vmovups zmm30, zmmword ptr [{b}]\n",
             $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
-            "add {b}, {ldb}\n",
+            "add {b}, {x}\n",
         )
     };
 }
@@ -348,7 +349,18 @@ macro_rules! strided_step {
 /// already compete for sets, measured about 2 % slower than `prefetcht1` on eleven in-place
 /// layers of the kernel bench, most of them 56x56.
 macro_rules! k_loop_strided {
-    ($w:tt; $t:expr, $acc:ident; $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
+    ($w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
+        k_loop_in_place!(strided_step, "", "", ($t).ldb * 4; $w; $t, $acc; $( $row )+)
+    };
+}
+
+/// The loop of a tile whose `B` is read in place, shared by [`k_loop_strided!`] and
+/// [`k_loop_table!`]: `$step!` loads row `p` of `B` (through `{b}` and `{x}`, the operand
+/// `$x`) and runs the rows' FMAs, `$group` / `$one` is the assembly that moves on after a
+/// group of 16 steps / a single step besides `A`'s bases.
+macro_rules! k_loop_in_place {
+    ($step:ident, $group:literal, $one:literal, $x:expr; $w:tt; $t:expr, $acc:ident;
+     $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
         let t: &Tile = $t;
         let lda = t.lda;
         let a0 = t.a;
@@ -356,8 +368,9 @@ macro_rules! k_loop_strided {
         let a2 = a0.wrapping_add(6 * lda);
         let a3 = a0.wrapping_add(9 * lda);
         // SAFETY: the caller guarantees the tile contract: `A[i, p]` for `i < R`, `p < kc`
-        // at `a + i * lda + p`, and `B[p, j]` for `p < kc`, `j < 16 W` at `b + p * ldb + j`.
-        // The prefetches never fault. Only the registers named as outputs are written.
+        // at `a + i * lda + p`, and `B[p, j]` for `p < kc`, `j < 16 W` where `$step` reads it
+        // (`b + p * ldb + j`, or `b + b_rows[p] + j` with `kc` offsets at `b_rows`). The
+        // prefetches never fault. Only the registers named as outputs are written.
         unsafe {
             asm!(
                 $(
@@ -368,37 +381,39 @@ macro_rules! k_loop_strided {
                 "jz 4f",
                 "2:",
                 next_sliver!("prefetcht1"),
-                strided_step!($w, "0"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "1"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "2"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "3"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "4"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "5"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "6"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "7"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "8"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "9"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "10"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "11"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "12"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "13"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "14"; $( ($c0, $c1, $a) )+),
-                strided_step!($w, "15"; $( ($c0, $c1, $a) )+),
+                $step!($w, "0"; $( ($c0, $c1, $a) )+),
+                $step!($w, "1"; $( ($c0, $c1, $a) )+),
+                $step!($w, "2"; $( ($c0, $c1, $a) )+),
+                $step!($w, "3"; $( ($c0, $c1, $a) )+),
+                $step!($w, "4"; $( ($c0, $c1, $a) )+),
+                $step!($w, "5"; $( ($c0, $c1, $a) )+),
+                $step!($w, "6"; $( ($c0, $c1, $a) )+),
+                $step!($w, "7"; $( ($c0, $c1, $a) )+),
+                $step!($w, "8"; $( ($c0, $c1, $a) )+),
+                $step!($w, "9"; $( ($c0, $c1, $a) )+),
+                $step!($w, "10"; $( ($c0, $c1, $a) )+),
+                $step!($w, "11"; $( ($c0, $c1, $a) )+),
+                $step!($w, "12"; $( ($c0, $c1, $a) )+),
+                $step!($w, "13"; $( ($c0, $c1, $a) )+),
+                $step!($w, "14"; $( ($c0, $c1, $a) )+),
+                $step!($w, "15"; $( ($c0, $c1, $a) )+),
                 "add {a0}, 64",
                 "add {a1}, 64",
                 "add {a2}, 64",
                 "add {a3}, 64",
+                $group,
                 "dec {groups}",
                 "jnz 2b",
                 "4:",
                 "test {rest}, {rest}",
                 "jz 5f",
                 "6:",
-                strided_step!($w, "0"; $( ($c0, $c1, $a) )+),
+                $step!($w, "0"; $( ($c0, $c1, $a) )+),
                 "add {a0}, 4",
                 "add {a1}, 4",
                 "add {a2}, 4",
                 "add {a3}, 4",
+                $one,
                 "dec {rest}",
                 "jnz 6b",
                 "5:",
@@ -409,7 +424,7 @@ macro_rules! k_loop_strided {
                 a3 = inout(reg) a3 => _,
                 l = in(reg) lda * 4,
                 b = inout(reg) t.b => _,
-                ldb = in(reg) t.ldb * 4,
+                x = inout(reg) $x => _,
                 groups = inout(reg) t.kc / 16 => _,
                 rest = inout(reg) t.kc % 16 => _,
                 pn = inout(reg) t.a_next => _,
@@ -456,6 +471,72 @@ pub(crate) unsafe fn strided_512<const R: usize, const W: usize>(t: &Tile) -> [[
         zmm_rows!(R, k_loop_strided_2, t, acc)
     } else {
         zmm_rows!(R, k_loop_strided_1, t, acc)
+    }
+    acc
+}
+
+/// One step of [`k_loop_table!`]: the offset of B's row from the table (`{x}`, step `$s`
+/// of the group), that row's vectors at `{b}` plus the offset (unaligned loads), then the
+/// rows' FMAs.
+macro_rules! table_step {
+    (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+        concat!(
+            "mov {t:e}, dword ptr [{x} + ", $s, " * 4]\n",
+            "vmovups zmm30, zmmword ptr [{b} + {t} * 4]\n",
+            "vmovups zmm31, zmmword ptr [{b} + {t} * 4 + 64]\n",
+            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
+        )
+    };
+    (1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+        concat!(
+            "mov {t:e}, dword ptr [{x} + ", $s, " * 4]\n",
+            "vmovups zmm30, zmmword ptr [{b} + {t} * 4]\n",
+            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
+        )
+    };
+}
+
+/// [`k_loop_strided!`] with row `p` of `B` at `t.b + t.b_rows[p]` instead of a stride apart:
+/// a convolution's zero-padded input, where the rows of its implicit im2col matrix are the
+/// input plane shifted by each tap (`super::flat`). One more load per step (the offset,
+/// into the scratch register the prefetch uses) than the strided loop; the next sliver is
+/// prefetched into L2 as there.
+macro_rules! k_loop_table {
+    ($w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
+        k_loop_in_place!(table_step, "add {x}, 64", "add {x}, 4", ($t).b_rows; $w; $t, $acc; $( $row )+)
+    };
+}
+
+/// [`k_loop_table!`] with two vectors per row.
+macro_rules! k_loop_table_2 {
+    ($($args:tt)*) => {
+        k_loop_table!(2; $($args)*)
+    };
+}
+
+/// [`k_loop_table!`] with one vector per row.
+macro_rules! k_loop_table_1 {
+    ($($args:tt)*) => {
+        k_loop_table!(1; $($args)*)
+    };
+}
+
+/// The accumulators of an `R x 16 W` AVX-512 tile whose `B` is read in place through a
+/// table of row offsets ([`k_loop_table!`]) (rows `R..` zero, and the second vector of each
+/// row if `W == 1`).
+///
+/// # Safety
+///
+/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, `t.cols == 16 W`, and `t` is valid
+/// for [`MicroKernel::tile_table`](super::blis::MicroKernel::tile_table) with `R` rows.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn table_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; 12];
+    if W == 2 {
+        zmm_rows!(R, k_loop_table_2, t, acc)
+    } else {
+        zmm_rows!(R, k_loop_table_1, t, acc)
     }
     acc
 }

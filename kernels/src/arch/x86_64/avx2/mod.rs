@@ -8,6 +8,7 @@
 
 pub(super) mod blis;
 mod conv;
+pub(super) mod flat;
 mod gemm;
 pub(super) mod im2col;
 pub(super) mod kern;
