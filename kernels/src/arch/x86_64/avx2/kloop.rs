@@ -350,16 +350,16 @@ macro_rules! strided_step {
 /// layers of the kernel bench, most of them 56x56.
 macro_rules! k_loop_strided {
     ($w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
-        k_loop_in_place!(strided_step, "", "", ($t).ldb * 4; $w; $t, $acc; $( $row )+)
+        k_loop_in_place!(strided_step, "", "", [in(reg) ($t).ldb * 4]; $w; $t, $acc; $( $row )+)
     };
 }
 
 /// The loop of a tile whose `B` is read in place, shared by [`k_loop_strided!`] and
-/// [`k_loop_table!`]: `$step!` loads row `p` of `B` (through `{b}` and `{x}`, the operand
-/// `$x`) and runs the rows' FMAs, `$group` / `$one` is the assembly that moves on after a
+/// [`k_loop_table!`]: `$step!` loads row `p` of `B` (through `{b}` and `{x}`, whose asm
+/// operand is `[$x]`: the stride as an input, the table's pointer as an in-out) and runs the rows' FMAs, `$group` / `$one` is the assembly that moves on after a
 /// group of 16 steps / a single step besides `A`'s bases.
 macro_rules! k_loop_in_place {
-    ($step:ident, $group:literal, $one:literal, $x:expr; $w:tt; $t:expr, $acc:ident;
+    ($step:ident, $group:literal, $one:literal, [$($x:tt)+]; $w:tt; $t:expr, $acc:ident;
      $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
         let t: &Tile = $t;
         let lda = t.lda;
@@ -424,7 +424,7 @@ macro_rules! k_loop_in_place {
                 a3 = inout(reg) a3 => _,
                 l = in(reg) lda * 4,
                 b = inout(reg) t.b => _,
-                x = inout(reg) $x => _,
+                x = $($x)+,
                 groups = inout(reg) t.kc / 16 => _,
                 rest = inout(reg) t.kc % 16 => _,
                 pn = inout(reg) t.a_next => _,
@@ -503,7 +503,7 @@ macro_rules! table_step {
 /// prefetched into L2 as there.
 macro_rules! k_loop_table {
     ($w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
-        k_loop_in_place!(table_step, "add {x}, 64", "add {x}, 4", ($t).b_rows; $w; $t, $acc; $( $row )+)
+        k_loop_in_place!(table_step, "add {x}, 64", "add {x}, 4", [inout(reg) ($t).b_rows => _]; $w; $t, $acc; $( $row )+)
     };
 }
 
