@@ -40,17 +40,15 @@
 //! ([`MicroKernel::IN_PLACE`], AVX-512), one group, at most [`MAX_C_OUT`] output channels,
 //! stride 1, a window larger than 1x1,
 //! `min(pl, pr) <= (kw - 1) dw` (so a padded row holds an output row), at most
-//! [`MAX_WASTE`] computed columns per output, a reduction of at most [`MAX_K`], and a scratch
-//! ([`Conv2d::scratch_len`], the im2col matrix the portable kernel writes) that holds the
-//! padded input and `C`.
+//! [`MAX_WASTE`] computed columns per output, and a scratch ([`Conv2d::scratch_len`], the
+//! im2col matrix the portable kernel writes) that holds the offset table, the padded input
+//! and `C`. (The table lives in the scratch, not on the stack: a 32 KiB array in the frame of
+//! the `#[target_feature]` function every x86 convolution enters made every call probe eight
+//! stack pages, including the calls this path declines.)
 
 use super::blis::{self, scatter_row, BRows, Bias, InPlace, MicroKernel, PackB};
 use crate::par::Parallel;
 use crate::{Activation, Conv2d};
-
-/// The longest reduction (`c_in * kh * kw`) taken: the offset table lives on the stack (32
-/// KiB); 512 channels of a 3x3 are 4608.
-const MAX_K: usize = 8192;
 
 /// The most output channels taken. The packer's cost is shared by the output channels, so
 /// the more there are, the less reading `B` in place saves; and the packed panel is aligned
@@ -119,7 +117,7 @@ impl Flat {
         let plane = rows.checked_add(1)?.checked_mul(wp)?;
         let n = p.out_h.checked_mul(wp)?.checked_next_multiple_of(16)?;
         let k = p.c_in.checked_mul(p.kh * p.kw)?;
-        if k > MAX_K || n * MAX_WASTE.1 > p.out_h * p.out_w * MAX_WASTE.0 {
+        if n * MAX_WASTE.1 > p.out_h * p.out_w * MAX_WASTE.0 {
             return None;
         }
         // The farthest float a column reads: the last channel's last tap, last column.
@@ -130,7 +128,8 @@ impl Flat {
             .checked_add(n)?
             .max(p.c_in.checked_mul(plane)?);
         let c_len = p.c_out.checked_mul(n)?;
-        (len <= u32::MAX as usize && len.checked_add(c_len)? <= scratch).then_some(Flat {
+        let need = k.checked_add(len)?.checked_add(c_len)?;
+        (len <= u32::MAX as usize && need <= scratch).then_some(Flat {
             wp,
             lead,
             plane,
@@ -140,21 +139,21 @@ impl Flat {
         })
     }
 
-    /// The row offsets of the im2col matrix, `table[(ci, ky, kx)]` (module docs).
-    fn table<'t>(&self, p: &Conv2d, table: &'t mut [u32; MAX_K]) -> &'t [u32] {
+    /// Writes the row offsets of the im2col matrix, `table[(ci, ky, kx)]` (module docs), into
+    /// `dst` (`k` floats holding the bits of `u32`s) and returns them.
+    fn table<'t>(&self, p: &Conv2d, dst: &'t mut [f32]) -> &'t [u32] {
         let [dh, dw] = p.dilation;
         let shift = self.lead - p.pad[1];
-        let mut at = 0;
-        for ci in 0..p.c_in {
-            for ky in 0..p.kh {
-                for kx in 0..p.kw {
-                    // Below `len` (checked in `new`), which fits `u32`.
-                    table[at] = (ci * self.plane + ky * dh * self.wp + kx * dw + shift) as u32;
-                    at += 1;
-                }
-            }
+        let dst = &mut dst[..self.k];
+        let taps = (0..p.c_in)
+            .flat_map(|ci| (0..p.kh).flat_map(move |ky| (0..p.kw).map(move |kx| (ci, ky, kx))));
+        for (slot, (ci, ky, kx)) in dst.iter_mut().zip(taps) {
+            // Below `len` (checked in `new`), which fits `u32`.
+            *slot = f32::from_bits((ci * self.plane + ky * dh * self.wp + kx * dw + shift) as u32);
         }
-        &table[..self.k]
+        // SAFETY: `f32` and `u32` have the same size and alignment and every bit pattern is a
+        // `u32`; the view borrows `dst` for as long as the result lives.
+        unsafe { core::slice::from_raw_parts(dst.as_ptr().cast::<u32>(), dst.len()) }
     }
 
     /// Writes one image's input (`c_in` planes of `h x w`) into `dst` (`len` floats) in the
@@ -221,7 +220,8 @@ impl PackB for Padded<'_> {
 /// Runs the convolution through the padded input if [`Flat::new`] takes it (and `K` reads
 /// `B` in place), and returns whether it did; `false` means nothing was written. The weights
 /// are in [`crate::pack::WeightLayout::DepthBlocked`], `res` (if any) is laid out as `out`,
-/// `scratch` is the caller's [`Conv2d::scratch_len`] floats.
+/// `scratch` is the caller's [`Conv2d::scratch_len`] floats (the offset table, the padded
+/// input, then `C`).
 ///
 /// Panics if a slice is shorter than the shapes in `p` require.
 ///
@@ -248,8 +248,8 @@ pub(crate) unsafe fn conv2d_flat<K: MicroKernel<NR> + Sync, const NR: usize>(
     let Some(f) = Flat::new(p, scratch.len()) else {
         return false;
     };
-    let mut table_buf = [0u32; MAX_K];
-    let table = f.table(p, &mut table_buf);
+    let (table, scratch) = scratch.split_at_mut(f.k);
+    let table = f.table(p, table);
     let (in_plane, out_plane) = (p.h * p.w, p.out_h * p.out_w);
     let (padded, rest) = scratch.split_at_mut(f.len);
     let c = &mut rest[..p.c_out * f.n];
