@@ -90,7 +90,7 @@ impl Flat {
         if p.groups != 1
             || p.c_out > MAX_C_OUT
             || p.stride != [1, 1]
-            || p.kh * p.kw <= 1
+            || p.kh.max(p.kw) <= 1
             || p.c_in == 0
             || p.c_out == 0
             || p.out_h == 0
@@ -116,12 +116,17 @@ impl Flat {
         let wp = p.w.checked_add(lead)?;
         let plane = rows.checked_add(1)?.checked_mul(wp)?;
         let n = p.out_h.checked_mul(wp)?.checked_next_multiple_of(16)?;
-        let k = p.c_in.checked_mul(p.kh * p.kw)?;
-        if n * MAX_WASTE.1 > p.out_h * p.out_w * MAX_WASTE.0 {
+        let k = p.c_in.checked_mul(p.kh)?.checked_mul(p.kw)?;
+        let outputs = p.out_h.checked_mul(p.out_w)?;
+        if n.checked_mul(MAX_WASTE.1)? > outputs.checked_mul(MAX_WASTE.0)? {
             return None;
         }
-        // The farthest float a column reads: the last channel's last tap, last column.
-        let last_tap = span_h * wp + span_w + lead - pl;
+        // The farthest float a column reads: the last channel's last tap, last column
+        // (`lead >= pl`).
+        let last_tap = span_h
+            .checked_mul(wp)?
+            .checked_add(span_w)?
+            .checked_add(lead - pl)?;
         let len = (p.c_in - 1)
             .checked_mul(plane)?
             .checked_add(last_tap)?
