@@ -342,6 +342,12 @@ fn conv2d_large_shapes_match_portable() {
         // A short 1x1 expansion (c_in <= 128 < c_out, `B` packed): panels of 512 columns,
         // 27 x 27 = 729 = 512 + 217 (six full tiles, a half-width one, 9 dot products).
         conv(24, 27, 150, 1, 1, 0),
+        // Few output channels, stride 1 (AVX-512: the GEMM on the padded input,
+        // `avx2::flat`): DenseNet-121's 128 -> 32 on 14x14 and 7x7 maps (three depth
+        // blocks), and 64 channels under a 5x5 window.
+        conv(128, 14, 32, 3, 1, 1),
+        conv(128, 7, 32, 3, 1, 1),
+        conv(30, 11, 64, 5, 1, 2),
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
         check_res(&p, true, Activation::Relu, 6).unwrap();

@@ -176,8 +176,9 @@ pub(crate) struct Tile {
     pub b: *const f32,
     /// Floats between rows of an in-place `B` ([`MicroKernel::tile_strided`] only).
     pub ldb: usize,
-    /// Where the rows of an in-place `B` start, for [`MicroKernel::tile_table`] only:
-    /// `B[p, j]` at `b + rows[p] + j` for `p < kc`; null otherwise.
+    /// Where the rows of an in-place `B` start, if they are not `ldb` apart
+    /// ([`MicroKernel::tile_strided`] only): `B[p, j]` at `b + b_rows[p] + j` for `p < kc`;
+    /// null otherwise.
     pub b_rows: *const u32,
     /// `C[i, j]` is at `c + i * ldc + j`.
     pub c: *mut f32,
@@ -228,27 +229,18 @@ pub(crate) trait MicroKernel<const NR: usize> {
     /// Whether [`tile_strided`](Self::tile_strided) exists.
     const IN_PLACE: bool = false;
 
-    /// [`tile`](Self::tile) with `B` read in place (`B[p, j]` at `t.b + p * t.ldb + j`, no
-    /// packing), `cols` `NR` or `NR / 2`.
+    /// [`tile`](Self::tile) with `B` read in place, no packing, `cols` `NR` or `NR / 2`:
+    /// `B[p, j]` at `t.b + p * t.ldb + j` (a 1x1 convolution's input), or, if `t.b_rows` is
+    /// not null, at `t.b + t.b_rows[p] + j` (a convolution's padded input seen through its
+    /// taps, [`super::flat`]).
     ///
     /// # Safety
     ///
-    /// As for [`tile`](Self::tile), with `B` valid for `kc` rows of `cols` floats `ldb` apart;
-    /// only called if [`IN_PLACE`](Self::IN_PLACE).
+    /// As for [`tile`](Self::tile), with `B` valid for `kc` rows of `cols` floats `ldb` apart,
+    /// or `t.b_rows` holding `kc` offsets and `B` valid for `cols` floats from each; only
+    /// called if [`IN_PLACE`](Self::IN_PLACE).
     unsafe fn tile_strided(_t: &Tile) {
         unreachable!("tile_strided without IN_PLACE")
-    }
-
-    /// [`tile`](Self::tile) with `B` read in place through a table of row offsets
-    /// (`B[p, j]` at `t.b + t.b_rows[p] + j`, no packing), `cols` `NR` or `NR / 2`: a
-    /// convolution's input seen through its taps ([`super::flat`]).
-    ///
-    /// # Safety
-    ///
-    /// As for [`tile`](Self::tile), with `t.b_rows` holding `kc` offsets and `B` valid for
-    /// `cols` floats from each; only called if [`IN_PLACE`](Self::IN_PLACE).
-    unsafe fn tile_table(_t: &Tile) {
-        unreachable!("tile_table without IN_PLACE")
     }
 
     /// [`gemm_part_in`] for this micro-kernel. An ISA overrides it with a call into a
@@ -634,19 +626,16 @@ impl Split {
         let panel_nc = panel_cols(m, crate::pack::depth_blocks(k).1);
         let cols = n.div_ceil(panel_nc).clamp(1, 4 * threads);
         let enough = 2 * threads;
-        // At least two slivers per row part, so its tail can still be balanced; except that
-        // one panel of three slivers (25-36 rows: DenseNet-121's 32-channel 3x3 layers on
-        // 7x7 maps) goes to two parts, one and two slivers (12 | 10 + 10 rows), rather than
-        // to one thread.
+        // Only the last row part holds the rows' ragged tail, and it keeps at least two
+        // slivers to balance it when there are fewer parts than slivers (it gets
+        // `ceil(slivers / rows)`); the other parts are whole slivers. So one panel splits into
+        // up to `slivers - 1` parts: three slivers (25-36 rows, DenseNet-121's 32-channel 3x3
+        // layers on 7x7 maps) into 12 | 10 + 10 rows, where they used to stay on one thread.
         let slivers = m.div_ceil(mr);
         let rows = if cols >= enough {
             1
         } else if cols == 1 {
-            threads.min(if slivers == 3 {
-                2
-            } else {
-                (slivers / 2).max(1)
-            })
+            threads.min(slivers.saturating_sub(1).max(1))
         } else {
             enough.div_ceil(cols).min((m.div_ceil(mr) / 2).max(1))
         };
@@ -940,8 +929,8 @@ fn in_panel<const CAP: usize>(used: usize, body: &mut dyn FnMut(&mut [f32])) {
 
 /// [`gemm_part_in`] with `B` read where it lies (`B[p, j]` at `b + rows.start(p) + j`, valid
 /// for `k x n`): no panel is packed, and each full or half-width tile reads its rows of `B`
-/// straight from the input ([`MicroKernel::tile_strided`] for rows a stride apart,
-/// [`MicroKernel::tile_table`] for rows through a table). Only the last `< NR / 2` columns
+/// straight from the input ([`MicroKernel::tile_strided`], rows a stride apart or through a
+/// table). Only the last `< NR / 2` columns
 /// of a panel ([`PanelLayout::rest`]) are copied, transposed, for `dots`: as masked tiles
 /// they wasted most lanes (a 7x7 map's 49 = 32 + 17 columns as two tiles ran at 0.78 of the
 /// packed path). The loops are those of the packed path (panels of `panel_nc` columns,
@@ -1057,12 +1046,10 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                     // entries from `pc` were sliced above), and the rest was just written (`w x kc`); the sliver, C, the bias and the
                     // residual as in `gemm_part`.
                     unsafe {
-                        if q >= tiles {
-                            K::dots(&t);
-                        } else if b_rows.is_null() {
+                        if q < tiles {
                             K::tile_strided(&t);
                         } else {
-                            K::tile_table(&t);
+                            K::dots(&t);
                         }
                     }
                 }

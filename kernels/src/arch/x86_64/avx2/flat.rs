@@ -1,7 +1,7 @@
 //! Stride-1 convolutions as a GEMM whose right-hand matrix is read in place from a
 //! zero-padded copy of the input ([`conv2d_flat`]): no im2col panel is packed, the
 //! micro-kernel loads each row of the implicit im2col matrix straight from the padded planes
-//! through a table of row offsets ([`MicroKernel::tile_table`]).
+//! through a table of row offsets ([`MicroKernel::tile_strided`] with `Tile::b_rows`).
 //!
 //! Algorithm sketch (one image; `wp = w + max(pad_left, pad_right)`):
 //!

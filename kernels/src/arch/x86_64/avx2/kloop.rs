@@ -454,27 +454,6 @@ macro_rules! k_loop_strided_1 {
     };
 }
 
-/// The accumulators of an `R x 16 W` AVX-512 tile whose `B` is read in place, `t.ldb` floats
-/// per row ([`k_loop_strided!`]) (rows `R..` zero, and the second vector of each row if
-/// `W == 1`).
-///
-/// # Safety
-///
-/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, `t.cols == 16 W`, and
-/// `t` is valid for [`MicroKernel::tile_strided`](super::blis::MicroKernel::tile_strided)
-/// with `R` rows.
-#[inline]
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn strided_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
-    let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-    if W == 2 {
-        zmm_rows!(R, k_loop_strided_2, t, acc)
-    } else {
-        zmm_rows!(R, k_loop_strided_1, t, acc)
-    }
-    acc
-}
-
 /// One step of [`k_loop_table!`]: the offset of B's row from the table (`{x}`, step `$s`
 /// of the group), that row's vectors at `{b}` plus the offset (unaligned loads), then the
 /// rows' FMAs.
@@ -521,22 +500,25 @@ macro_rules! k_loop_table_1 {
     };
 }
 
-/// The accumulators of an `R x 16 W` AVX-512 tile whose `B` is read in place through a
-/// table of row offsets ([`k_loop_table!`]) (rows `R..` zero, and the second vector of each
-/// row if `W == 1`).
+/// The accumulators of an `R x 16 W` AVX-512 tile whose `B` is read in place: rows `t.ldb`
+/// floats apart ([`k_loop_strided!`]), or, if `t.b_rows` is not null, through that table of
+/// row offsets ([`k_loop_table!`]) (rows `R..` zero, and the second vector of each row if
+/// `W == 1`).
 ///
 /// # Safety
 ///
-/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, `t.cols == 16 W`, and `t` is valid
-/// for [`MicroKernel::tile_table`](super::blis::MicroKernel::tile_table) with `R` rows.
+/// AVX-512F is available, `1 <= R <= 12`, `W` is 1 or 2, `t.cols == 16 W`, and
+/// `t` is valid for [`MicroKernel::tile_strided`](super::blis::MicroKernel::tile_strided)
+/// with `R` rows.
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn table_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
+pub(crate) unsafe fn in_place_512<const R: usize, const W: usize>(t: &Tile) -> [[__m512; 2]; 12] {
     let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-    if W == 2 {
-        zmm_rows!(R, k_loop_table_2, t, acc)
-    } else {
-        zmm_rows!(R, k_loop_table_1, t, acc)
+    match (W == 2, t.b_rows.is_null()) {
+        (true, true) => zmm_rows!(R, k_loop_strided_2, t, acc),
+        (false, true) => zmm_rows!(R, k_loop_strided_1, t, acc),
+        (true, false) => zmm_rows!(R, k_loop_table_2, t, acc),
+        (false, false) => zmm_rows!(R, k_loop_table_1, t, acc),
     }
     acc
 }

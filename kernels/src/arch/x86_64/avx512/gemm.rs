@@ -196,12 +196,6 @@ impl MicroKernel<NR> for Avx512 {
     }
 
     #[inline(always)]
-    unsafe fn tile_table(t: &Tile) {
-        // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe { by_rows!(tile_table, t) }
-    }
-
-    #[inline(always)]
     unsafe fn part<B: PackB>(
         g: &blis::Shared<'_>,
         b: &B,
@@ -244,7 +238,8 @@ unsafe fn tile<const R: usize>(t: &Tile) {
     }
 }
 
-/// [`MicroKernel::tile_strided`] for AVX-512: [`tile`] with `B` read in place.
+/// [`MicroKernel::tile_strided`] for AVX-512: [`tile`] with `B` read in place, its rows a
+/// stride apart or through a table of offsets.
 ///
 /// # Safety
 ///
@@ -258,34 +253,10 @@ unsafe fn tile_strided<const R: usize>(t: &Tile) {
         let s = Avx512::new();
         kern::prefetch_c(s, t, R, t.cols);
         if t.cols == NR {
-            let acc = kloop::strided_512::<R, 2>(t);
+            let acc = kloop::in_place_512::<R, 2>(t);
             kern::finish::<Avx512, R, 2, 12>(s, t, acc);
         } else {
-            let acc = kloop::strided_512::<R, 1>(t);
-            kern::finish::<Avx512, R, 1, 12>(s, t, acc);
-        }
-    }
-}
-
-/// [`MicroKernel::tile_table`] for AVX-512: [`tile`] with `B` read in place through a table
-/// of row offsets.
-///
-/// # Safety
-///
-/// AVX-512F, AVX2 and FMA are available; `t` is valid for [`MicroKernel::tile_table`] with
-/// `R` rows.
-#[inline]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tile_table<const R: usize>(t: &Tile) {
-    // SAFETY: the features are available; the tile contract is forwarded (32 or 16 columns).
-    unsafe {
-        let s = Avx512::new();
-        kern::prefetch_c(s, t, R, t.cols);
-        if t.cols == NR {
-            let acc = kloop::table_512::<R, 2>(t);
-            kern::finish::<Avx512, R, 2, 12>(s, t, acc);
-        } else {
-            let acc = kloop::table_512::<R, 1>(t);
+            let acc = kloop::in_place_512::<R, 1>(t);
             kern::finish::<Avx512, R, 1, 12>(s, t, acc);
         }
     }
