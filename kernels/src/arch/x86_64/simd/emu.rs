@@ -30,7 +30,10 @@ impl Emu16 {
 impl Simd for Emu16 {
     type V = V2;
     type M = V2;
+    type I = [u32; 16];
     const LANES: usize = 16;
+    // As `Avx512F`, whose paths this stands in for.
+    const ONE_INSTRUCTION_PERMUTE2: bool = true;
 
     fn vectorize<J: Job<Self>>(self, job: J) -> J::Output {
         /// # Safety
@@ -165,6 +168,17 @@ impl Simd for Emu16 {
     }
     fn shift_in(self, lo: V2, hi: V2) -> V2 {
         [self.0.shift_in(lo[0], lo[1]), self.0.shift_in(lo[1], hi[0])]
+    }
+    fn indices(self, idx: &[u32; 16]) -> [u32; 16] {
+        *idx
+    }
+    fn permute2(self, i: [u32; 16], a: V2, b: V2) -> V2 {
+        let mut src = [0.0f32; 32];
+        for (k, v) in [a[0], a[1], b[0], b[1]].into_iter().enumerate() {
+            self.0.store(&mut src[8 * k..], v);
+        }
+        let out: [f32; 16] = core::array::from_fn(|j| src[i[j] as usize]);
+        [self.0.load(&out), self.0.load(&out[8..])]
     }
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
         job.run::<16>(self)

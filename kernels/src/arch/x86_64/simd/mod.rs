@@ -20,6 +20,7 @@ pub(crate) mod math;
 pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod pool_3x3s2;
+pub(crate) mod pool_small;
 pub(crate) mod stem;
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,11 @@
 //! Pooling: [`max_pool2d`], [`avg_pool2d`] (horizontal stride 1 or 2; other strides use the
 //! portable kernel) and [`global_avg_pool`].
 //!
-//! Algorithm sketch. Three paths, chosen per call by shape:
+//! Algorithm sketch. Four paths, chosen per call by shape:
 //!
+//! - **Small planes** ([`super::pool_small`]): rows at most two vectors wide (Inception-v2's
+//!   28x28, 14x14 and 7x7 maps, SqueezeNet's 27x27, DenseNet-121's 14x14), every window tap
+//!   one two-source permute of the whole row; with AVX2 only for strided windows.
 //! - **Rows of vectors** ([`pool_planes`]): the output columns whose whole window (as the
 //!   vector loads read it) lies inside the row are computed a vector at a time: for each window
 //!   row and each window column, one vector of inputs (stride 1: an unaligned load; stride 2:
@@ -55,7 +58,7 @@ use crate::arch::portable;
 use crate::Pool2d;
 
 /// How one kind of pooling folds a window, vector-wise and scalar-wise.
-trait Reduce<S: Simd>: Copy {
+pub(super) trait Reduce<S: Simd>: Copy {
     type Acc: Copy;
     /// The value that leaves a fold unchanged: what the narrow-row path puts in the padding.
     const NEUTRAL: f32;
@@ -231,7 +234,7 @@ impl<S: Simd> Reduce<S> for Avg {
 /// Max pooling; padding never wins and NaN propagates (see [`portable::max_pool2d`]).
 #[inline(always)]
 pub(crate) fn max_pool2d<S: Simd>(s: S, p: &Pool2d, input: &[f32], out: &mut [f32]) {
-    if super::pool_3x3s2::max_pool2d(s, p, input, out) {
+    if !super::pool_small::takes::<S>(p) && super::pool_3x3s2::max_pool2d(s, p, input, out) {
         return;
     }
     if !pool_lanes(s, Max, p, input, out) {
@@ -258,7 +261,7 @@ fn pool_lanes<S: Simd, R>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut [f32]
 where
     R: Reduce<S> + Reduce<Avx2Fma>,
 {
-    if prefers_8_lanes::<S>(p) {
+    if prefers_8_lanes::<S>(p) && !super::pool_small::takes::<S>(p) {
         s.avx2().vectorize(PoolJob { r, p, input, out })
     } else {
         pool(s, r, p, input, out)
@@ -284,7 +287,7 @@ impl<S: Simd, R: Reduce<S>> Job<S> for PoolJob<'_, R> {
 /// The window of output `o` clipped to the input, as input coordinates, and its length clipped
 /// to the padded input (the portable kernel's definition).
 #[inline(always)]
-fn window(
+pub(super) fn window(
     o: usize,
     stride: usize,
     k: usize,
@@ -334,7 +337,10 @@ fn pool<S: Simd, R: Reduce<S>>(s: S, r: R, p: &Pool2d, input: &[f32], out: &mut 
     let input = &input[..planes * in_plane];
     let out = &mut out[..planes * out_plane];
     let (vec_lo, vec_hi) = vector_cols(p, S::LANES);
-    if flat(s, r, p, input, out) || (pads_rows(p, S::LANES) && narrow(s, r, p, input, out)) {
+    if super::pool_small::pool(s, r, p, input, out)
+        || flat(s, r, p, input, out)
+        || (pads_rows(p, S::LANES) && narrow(s, r, p, input, out))
+    {
         return true;
     }
     let (kw, cols) = (p.kw, vec_lo..vec_hi);

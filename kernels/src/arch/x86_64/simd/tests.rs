@@ -664,7 +664,7 @@ fn pooling_is_bit_identical_to_portable() {
 #[test]
 fn pooling_network_shapes_bit_identical_to_portable() {
     // (channels, size, window, stride, padding before, padding after)
-    const SHAPES: [(usize, usize, usize, usize, usize, usize); 19] = [
+    const SHAPES: [(usize, usize, usize, usize, usize, usize); 22] = [
         (2, 109, 3, 2, 0, 0),
         (2, 54, 3, 2, 0, 1),
         (2, 27, 3, 2, 0, 0),
@@ -684,6 +684,9 @@ fn pooling_network_shapes_bit_identical_to_portable() {
         (2, 9, 2, 1, 0, 1),
         (2, 9, 4, 1, 2, 1),
         (2, 33, 1, 1, 0, 0),
+        (2, 7, 7, 1, 0, 0),
+        (2, 12, 8, 2, 3, 4),
+        (2, 12, 9, 1, 4, 4),
     ];
     both(|what, lanes| {
         let mut rng = XorShift::new(47);

@@ -49,8 +49,12 @@ pub(crate) trait Simd: Copy {
     type V: Copy;
     /// A lane mask.
     type M: Copy;
+    /// Lane indices for [`permute2`](Self::permute2).
+    type I: Copy;
     /// Lanes per vector.
     const LANES: usize;
+    /// Whether [`permute2`](Self::permute2) is one instruction (it is four with AVX2).
+    const ONE_INSTRUCTION_PERMUTE2: bool;
 
     /// Runs `job` in a separate, never-inlined function compiled with this ISA's features.
     ///
@@ -184,6 +188,10 @@ pub(crate) trait Simd: Copy {
     fn unpermute(self, v: Self::V) -> Self::V;
     /// `lo[1..] ++ [hi[0]]`: the elements of `lo ++ hi` (memory order) one lane on.
     fn shift_in(self, lo: Self::V, hi: Self::V) -> Self::V;
+    /// The indices `idx[..LANES]`, each below `2 * LANES`, for [`permute2`](Self::permute2).
+    fn indices(self, idx: &[u32; 16]) -> Self::I;
+    /// Lane `j` is element `i[j]` of `a ++ b` (memory order): any gather from two vectors.
+    fn permute2(self, i: Self::I, a: Self::V, b: Self::V) -> Self::V;
 
     /// The 8-lane token: every ISA here implies AVX2 and FMA.
     fn avx2(self) -> Avx2Fma;
@@ -226,7 +234,9 @@ macro_rules! with_token {
 impl Simd for Avx2Fma {
     type V = __m256;
     type M = __m256;
+    type I = __m256i;
     const LANES: usize = 8;
+    const ONE_INSTRUCTION_PERMUTE2: bool = false;
 
     #[inline(always)]
     fn vectorize<J: Job<Self>>(self, job: J) -> J::Output {
@@ -433,6 +443,21 @@ impl Simd for Avx2Fma {
         })
     }
     #[inline(always)]
+    fn indices(self, idx: &[u32; 16]) -> __m256i {
+        // SAFETY (the load): `idx` has 16 elements, the load reads 8.
+        with_token!(_mm256_loadu_si256(idx.as_ptr().cast()))
+    }
+    #[inline(always)]
+    fn permute2(self, i: __m256i, a: __m256, b: __m256) -> __m256 {
+        // Both sources permuted by the index's low three bits, then bit 3 (shifted into the
+        // sign bit) picks `b`'s.
+        with_token!(_mm256_blendv_ps(
+            _mm256_permutevar8x32_ps(a, i),
+            _mm256_permutevar8x32_ps(b, i),
+            _mm256_castsi256_ps(_mm256_slli_epi32::<28>(i)),
+        ))
+    }
+    #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
         job.run::<8>(self)
     }
@@ -509,7 +534,9 @@ const SIGN_BIT: i32 = i32::MIN;
 impl Simd for Avx512F {
     type V = __m512;
     type M = __mmask16;
+    type I = __m512i;
     const LANES: usize = 16;
+    const ONE_INSTRUCTION_PERMUTE2: bool = true;
 
     #[inline(always)]
     fn vectorize<J: Job<Self>>(self, job: J) -> J::Output {
@@ -678,6 +705,15 @@ impl Simd for Avx512F {
             _mm512_castps_si512(hi),
             _mm512_castps_si512(lo),
         )))
+    }
+    #[inline(always)]
+    fn indices(self, idx: &[u32; 16]) -> __m512i {
+        // SAFETY (the load): `idx` has the 16 elements the load reads.
+        with_token!(_mm512_loadu_si512(idx.as_ptr().cast()))
+    }
+    #[inline(always)]
+    fn permute2(self, i: __m512i, a: __m512, b: __m512) -> __m512 {
+        with_token!(_mm512_permutex2var_ps(a, i, b))
     }
     #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
