@@ -1,7 +1,9 @@
 //! Depthwise convolution (one input and one output channel per group), direct SIMD over the
 //! output width, for 3x3 and 5x5 windows with stride 1 or 2, dilation 1 and top/left padding
 //! smaller than the window. This is the table's entry: it first offers the convolution, with
-//! 16 lanes, to [`super::depthwise_stride2`] (3x3 stride 2 read in place, planes of more than
+//! 16 lanes, to [`super::depthwise_small`] (planes at most two vectors wide, every tap a
+//! two-source permute: stride 2, and stride 1 on rows wider than a vector), then to
+//! [`super::depthwise_stride2`] (3x3 stride 2 read in place, planes of more than
 //! 8 output columns), then to [`super::depthwise_lanes`] (channels in the lanes), which takes
 //! the other stride-2 convolutions and planes of at most 8 output columns, then with 16 lanes
 //! to [`super::depthwise_inplace`], this kernel's
@@ -114,7 +116,8 @@ pub(crate) fn conv2d<S: Simd>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    if super::depthwise_stride2::conv2d(s, p, input, weight, bias, act, scratch, out)
+    if super::depthwise_small::conv2d(s, p, input, weight, bias, act, out)
+        || super::depthwise_stride2::conv2d(s, p, input, weight, bias, act, scratch, out)
         || super::depthwise_lanes::conv2d(s, p, input, weight, bias, act, scratch, out)
         || super::depthwise_inplace::conv2d(s, p, input, weight, bias, act, scratch, out)
     {

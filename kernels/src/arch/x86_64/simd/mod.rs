@@ -12,6 +12,7 @@
 pub(crate) mod depthwise;
 pub(crate) mod depthwise_inplace;
 pub(crate) mod depthwise_lanes;
+pub(crate) mod depthwise_small;
 pub(crate) mod depthwise_stride2;
 pub(crate) mod eltwise;
 #[cfg(test)]
