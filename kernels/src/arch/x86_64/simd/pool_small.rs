@@ -9,8 +9,7 @@
 //! output column at once: lane `ox` takes element `ox * sw + kx - pl` of the row, or the last
 //! lane (`2 * LANES - 1`, always neutral since `w < 2 * LANES`) where that column is padding.
 //! The fold then runs over the window in the portable kernel's order (rows, then columns, from
-//! `-inf` or `0.0`; a max pool takes each row's maximum first, which keeps the same first
-//! maximum), so the result is bit-identical to it: folding a neutral lane changes nothing
+//! `-inf` or `0.0`), so the result is bit-identical to it: folding a neutral lane changes nothing
 //! (`max(-inf, m)` keeps `m`; a sum from `+0.0` is never `-0.0`, so adding `+0.0` is exact),
 //! and an average divides by the same count (a row factor times a column factor,
 //! [`Reduce::count_factor`]). A plane with a NaN is recomputed by the scalar definition, as
@@ -178,19 +177,8 @@ fn planes<S: Simd, R: Reduce<S>, const C: usize, const KW: usize>(
                         nan = s.mask_or(nan, s.unordered(lo, hi));
                     }
                     for c in 0..C {
-                        let taps = &g.taps[c][..kw];
-                        if R::SEPARABLE {
-                            // Max pooling: the row's maxima first (a shorter chain), then
-                            // the row into the window's; the same first maximum is kept.
-                            let mut h = s.permute2(taps[0], lo, hi);
-                            for tap in &taps[1..] {
-                                h = s.max(s.permute2(*tap, lo, hi), h);
-                            }
-                            acc[c] = r.step_clean(s, acc[c], h);
-                        } else {
-                            for tap in taps {
-                                acc[c] = r.step_clean(s, acc[c], s.permute2(*tap, lo, hi));
-                            }
+                        for tap in &g.taps[c][..kw] {
+                            acc[c] = r.step_clean(s, acc[c], s.permute2(*tap, lo, hi));
                         }
                     }
                 }
