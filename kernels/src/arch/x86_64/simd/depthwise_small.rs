@@ -11,7 +11,7 @@
 //! idx[c][kx] = per lane ox of chunk c: input column ox * S + kx - pad_left, or lane 2L - 1
 //!              (past the row, so zero) where that column is padding
 //! acc[0..R][0..C] = splat(bias)
-//! for each of the (R - 1) * S + K input rows t the block reads (skipping rows in the padding):
+//! for each of the (R - 1) * S + K input rows t the block reads (zeros in the padding):
 //!   lo ++ hi = the whole row (masked loads, zeros past its end)
 //!   tap[c][kx] = permute2(idx[c][kx], lo, hi)                     // K per chunk
 //!   for each output row r that row t feeds (ky = t - r * S in 0..K):
@@ -20,8 +20,8 @@
 //! ```
 //!
 //! The terms are added in the other depthwise kernels' order (bias, then the window by rows and
-//! columns); a padding tap is skipped or adds `0 * w`, so results agree to rounding, not bit
-//! for bit. The last block of a plane overlaps the previous one (its rows are recomputed the
+//! columns); a padding tap adds `0 * w` where some kernels skip it, so results agree to
+//! rounding, not always in the sign of a zero. The last block of a plane overlaps the previous one (its rows are recomputed the
 //! same), and planes of fewer than `R` rows run blocks of one row.
 //!
 //! Why. The other kernels for these planes pay for the stride and for narrow rows: the
@@ -51,8 +51,8 @@ use crate::{Activation, Conv2d};
 const MAX_K: usize = 5;
 /// Output rows per block.
 const ROWS: usize = 4;
-/// Input floats per group of planes walked block by block together (24 KiB, within any L1):
-/// a block's input rows are worked out once for the group.
+/// Input floats per group of planes that [`Pairs`] walks block by block (24 KiB, within any
+/// L1): a block's input rows are worked out once for the group.
 const GROUP_FLOATS: usize = 6 * 1024;
 /// Pairs of output rows per block of [`Pairs`].
 const PAIRS: usize = 4;
