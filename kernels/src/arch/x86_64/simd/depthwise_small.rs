@@ -162,21 +162,14 @@ impl Geom {
             |ox: usize, kx: usize| (ox * st + kx).checked_sub(p.pad[1]).filter(|&ix| ix < p.w);
         for ox in 0..p.out_w {
             for (kx, tap) in taps[ox / l].iter_mut().enumerate().take(k) {
+                // A padding column reads lane `2L - 1`: past the row, so zero (with pairs,
+                // lane `L - 1` of the second row, `w < L`).
                 if pairs {
-                    // The first row's input is `lo`, the second's `hi`; padding reads lane
-                    // `L - 1` of `lo`, past the row (`w < L`), so zero.
-                    let zero = l as u32 - 1;
-                    tap[ox] = col(ox, kx).map_or(zero, |ix| ix as u32);
-                    tap[l / 2 + ox] = col(ox, kx).map_or(zero, |ix| (l + ix) as u32);
+                    // The first row's input is `lo`, the second's `hi`.
+                    tap[ox] = col(ox, kx).map_or(past, |ix| ix as u32);
+                    tap[l / 2 + ox] = col(ox, kx).map_or(past, |ix| (l + ix) as u32);
                 } else {
                     tap[ox % l] = col(ox, kx).map_or(past, |ix| ix as u32);
-                }
-            }
-        }
-        if pairs {
-            for tap in &mut taps[0][..k] {
-                for j in (p.out_w..l / 2).chain(l / 2 + p.out_w..l) {
-                    tap[j] = l as u32 - 1;
                 }
             }
         }
