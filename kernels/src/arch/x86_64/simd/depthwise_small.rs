@@ -1,11 +1,11 @@
 //! Depthwise convolution on planes at most two vectors wide, with a one-instruction two-source
 //! permute (AVX-512): MobileNet-v2's stride-2 layers on 28x28 and 14x14 maps, its stride-1
 //! layers on 28x28 maps, and stride-1 planes of at most half a vector (its 7x7 layers), two
-//! output rows per vector ([`Pairs`]). Every window column of a whole output row is one
-//! permute of the input row, so a stride needs no deinterleave and the padding columns no
-//! masks.
+//! output rows per vector. Two schemes, both without masks at the padding columns:
 //!
-//! Algorithm sketch, per channel plane, in blocks of `R` output rows:
+//! **Taps by permute** ([`Planes`]; stride 1 on rows wider than a vector, stride 2 on outputs
+//! wider than a vector). Every window column of a whole output row is one two-source permute
+//! of the input row:
 //!
 //! ```text
 //! idx[c][kx] = per lane ox of chunk c: input column ox * S + kx - pad_left, or lane 2L - 1
@@ -19,27 +19,48 @@
 //! store act(acc[r][c])                    // masked to the row's `ow` columns
 //! ```
 //!
-//! The terms are added in the other depthwise kernels' order (bias, then the window by rows and
-//! columns); a padding tap adds `0 * w` where some kernels skip it, so results agree to
-//! rounding, not always in the sign of a zero. The last block of a plane overlaps the previous one (its rows are recomputed the
-//! same), and planes of fewer than `R` rows run blocks of one row.
+//! **Taps summed by shift** ([`Shifted`]; stride 2 on outputs at most a vector wide, stride-1
+//! pairs of rows at most half a vector wide). On Zen 4 a two-source `vpermt2ps` takes an FMA's
+//! slot (measured: 12 FMAs and 12 of them issue in 24 cycles, with 6 in-lane shuffles or
+//! one-source `vpermps` in 12), so per input row the taps come from at most two in-lane
+//! shuffles, unshifted, and the shift moves to the output:
+//!
+//! ```text
+//! stride 2: even, odd = deinterleave(lo, hi)        // lane order P, two vshufps
+//!           window column kx reads column 2 (ox + shift) + phase of the row: lane
+//!           ox + shift of `even` or `odd`; group the columns by shift
+//! stride 1 pairs: v = row r0 in lanes 0..L/2, row r1 in L/2..L (two masked loads, a blend);
+//!           column kx reads lane ox + kx - pad_left of its half: one group per column
+//! acc[r][group] += tap * w[ky][kx]                  // per input row, as above
+//! out = bias + sum over groups of permute_or_zero(idx[group], acc[r][group])
+//!       // back to memory order and moved by the group's shift in one vpermps, zeros
+//!       // shifted in: a lane moved past its row (or half) reads padding
+//! ```
+//!
+//! The terms are added in the other depthwise kernels' order (bias, then the window by rows
+//! and columns) by the permute scheme, by shift groups in the other; a padding tap adds
+//! `0 * w` where some kernels skip it, so results agree to rounding, not always in the sign
+//! of a zero. The last block of a plane overlaps the previous one (its rows are recomputed
+//! the same), and planes of fewer than `R` rows run blocks of one row.
 //!
 //! Why. The other kernels for these planes pay for the stride and for narrow rows: the
-//! in-place stride-2 kernel (`depthwise_stride2`) deinterleaves two loads per pair of taps and
-//! masks the edge chunks, the channels-in-lanes kernel (`depthwise_lanes`) transposes the
-//! input and the output, four input elements per output with stride 2. Here an input row
-//! costs two loads and `K` permutes per chunk, shared by the `ceil(K / S)` output rows it
-//! feeds.
+//! in-place stride-2 kernel (`depthwise_stride2`) makes four loads per input row and chunk,
+//! most of them across cache lines, and masks the edge chunks; the channels-in-lanes kernel
+//! (`depthwise_lanes`) transposes the input and the output, four input elements per output
+//! with stride 2. Here an input row costs two loads and `K` permutes per chunk (or two
+//! shuffles), shared by the `ceil(K / S)` output rows it feeds.
 //!
 //! Measured (kernel bench `-- mobilenetv2/dw`, AMD EPYC Zen 4, AVX-512, of peak, before ->
-//! after, two alternations): 192 channels 28x28 stride 1 0.35 -> 0.53, stride 2 0.19-0.25 ->
-//! 0.34; 576 channels 14x14 stride 2 0.14 -> 0.26-0.27 and 960 channels 7x7 stride 1 0.22 ->
-//! 0.29 (both as pairs of rows; 0.18 and 0.22 one row per vector). A first version with the
-//! input-row loop rolled (taps through the stack) was faster with stride 1 (0.58 on 28x28) and
-//! slower with stride 2 (0.26, 0.135); neither beat the in-place kernel on 14x14 stride 1.
-//! Walking blocks outer and planes inner (a block's row offsets once per group of planes) sped
-//! up the pairs but slowed the 28x28 planes (0.53 -> 0.49, 0.34 -> 0.29), so only [`Pairs`]
-//! does.
+//! after, two alternations): permutes (2026-11-24): 192 channels 28x28 stride 1 0.35 -> 0.53,
+//! stride 2 0.19-0.25 -> 0.34; 576 channels 14x14 stride 2 0.14 -> 0.26-0.27 and 960 channels
+//! 7x7 stride 1 0.22 -> 0.29 (both as pairs of rows; 0.18 and 0.22 one row per vector).
+//! Shifts (2026-11-25): 28x28 stride 2 0.33-0.34 -> 0.39-0.40, 14x14 stride 2 0.26-0.28 ->
+//! 0.31-0.32, 7x7 stride 1 0.28-0.29 -> 0.33; blocks of 7 rows for the 28x28 stride-2 planes
+//! (no overlap) measured within noise of 4. A first version with the input-row loop rolled
+//! (taps through the stack) was faster with stride 1 (0.58 on 28x28) and slower with stride 2
+//! (0.26, 0.135); neither beat the in-place kernel on 14x14 stride 1. Walking blocks outer and
+//! planes inner (a block's row offsets once per group of planes) sped up the pairs but slowed
+//! the 28x28 planes (0.53 -> 0.49, 0.34 -> 0.29), so only the pairs do.
 
 use super::depthwise::Data;
 use super::eltwise;
@@ -51,10 +72,10 @@ use crate::{Activation, Conv2d};
 const MAX_K: usize = 5;
 /// Output rows per block.
 const ROWS: usize = 4;
-/// Input floats per group of planes that [`Pairs`] walks block by block (24 KiB, within any
+/// Input floats per group of planes that [`Shifted`] walks block by block with pairs of rows (24 KiB, within any
 /// L1): a block's input rows are worked out once for the group.
 const GROUP_FLOATS: usize = 6 * 1024;
-/// Pairs of output rows per block of [`Pairs`].
+/// Pairs of output rows per block of [`Shifted`].
 const PAIRS: usize = 4;
 /// The most input rows a block reads: `(ROWS - 1) * 2 + MAX_K`.
 const MAX_IN_ROWS: usize = 11;
@@ -104,27 +125,30 @@ struct Geom {
     oh: usize,
     ow: usize,
     pad_top: usize,
-    /// Two output rows per vector (lanes `0..ow` and `L/2..L/2 + ow`), see [`Pairs`].
+    pad_left: usize,
+    /// Two output rows per vector (lanes `0..ow` and `L/2..L/2 + ow`), see [`Shifted`].
     pairs: bool,
     /// `taps[c][kx][j]`: the element of `lo ++ hi` that lane `j` of chunk `c` reads for window
-    /// column `kx` (with `pairs`, `lo` and `hi` are the two rows' inputs).
+    /// column `kx` ([`Planes`] only).
     taps: [[[u32; 16]; MAX_K]; 2],
 }
 
 impl Geom {
     /// The geometry if this kernel takes `p`: a one-instruction [`Simd::permute2`], a
     /// depthwise convolution (one channel per group) with a square 3x3 or 5x5 window, equal
-    /// strides of 2, or of 1 on rows wider than a vector, no dilation, an input narrower than
-    /// two vectors and at most two vectors of output columns, padding smaller than the window,
-    /// nothing empty, and sizes whose products do not overflow. Stride-1 rows wider than half
-    /// a vector but not than a vector stay with [`super::depthwise_inplace`]: on MobileNet-v2's
-    /// 14x14 layers it measured 0.49 of peak, this kernel 0.46.
+    /// strides of 2, or of 1 on input rows wider than a vector or at most half a vector (and
+    /// output rows at most half), no dilation, an input narrower than two vectors and at most
+    /// two vectors of output columns, padding smaller than the window, nothing empty, and sizes
+    /// whose products do not overflow. Other stride-1 rows stay with
+    /// [`super::depthwise_inplace`]: on MobileNet-v2's 14x14 layers it measured 0.49 of peak,
+    /// this kernel 0.46.
     fn new<S: Simd>(p: &Conv2d) -> Option<Geom> {
         let l = S::LANES;
         let k = p.kh;
         let [st, st_w] = p.stride;
-        // Rows of at most half a vector, each input row within one vector.
-        let pairs = 2 * p.out_w <= l && p.w < l;
+        // Output rows of at most half a vector, each input row within one vector (stride 1:
+        // within half a vector, see `Shifted`).
+        let pairs = 2 * p.out_w <= l && if st == 1 { 2 * p.w <= l } else { p.w < l };
         let shape = S::ONE_INSTRUCTION_PERMUTE2
             && p.groups > 0
             && p.is_depthwise()
@@ -162,15 +186,8 @@ impl Geom {
             |ox: usize, kx: usize| (ox * st + kx).checked_sub(p.pad[1]).filter(|&ix| ix < p.w);
         for ox in 0..p.out_w {
             for (kx, tap) in taps[ox / l].iter_mut().enumerate().take(k) {
-                // A padding column reads lane `2L - 1`: past the row, so zero (with pairs,
-                // lane `L - 1` of the second row, `w < L`).
-                if pairs {
-                    // The first row's input is `lo`, the second's `hi`.
-                    tap[ox] = col(ox, kx).map_or(past, |ix| ix as u32);
-                    tap[l / 2 + ox] = col(ox, kx).map_or(past, |ix| (l + ix) as u32);
-                } else {
-                    tap[ox % l] = col(ox, kx).map_or(past, |ix| ix as u32);
-                }
+                // A padding column reads lane `2L - 1`: past the row, so zero.
+                tap[ox % l] = col(ox, kx).map_or(past, |ix| ix as u32);
             }
         }
         Some(Geom {
@@ -181,6 +198,7 @@ impl Geom {
             oh: p.out_h,
             ow: p.out_w,
             pad_top: p.pad[0],
+            pad_left: p.pad[1],
             pairs,
             taps,
         })
@@ -213,21 +231,42 @@ fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, data: &Data<'_, Geom>, out: &mut [
             }
         };
     }
-    macro_rules! pairs {
-        ($k:literal, $st:literal) => {
-            if data.g.oh.div_ceil(2) >= PAIRS {
-                s.vectorize(Pairs::<'_, '_, A, $k, $st, PAIRS> { data, act, out })
-            } else {
-                s.vectorize(Pairs::<'_, '_, A, $k, $st, 1> { data, act, out })
+    // Stride 2, and stride 1 on pairs of rows that each fit half a vector, sum the taps by
+    // their shift instead of permuting each tap (see [`Shifted`]); the parity of the left
+    // padding fixes each window column's phase and shift with stride 2.
+    macro_rules! shifted {
+        ($k:literal, $st:literal, $odd:literal) => {
+            match (
+                data.g.pairs,
+                data.g.oh.div_ceil(1 + usize::from(data.g.pairs)),
+            ) {
+                (false, ROWS..) => {
+                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, false, ROWS> { data, act, out })
+                }
+                (false, _) => {
+                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, false, 1> { data, act, out })
+                }
+                (true, PAIRS..) => {
+                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, true, PAIRS> { data, act, out })
+                }
+                (true, _) => {
+                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, true, 1> { data, act, out })
+                }
             }
         };
     }
+    if data.g.stride == 2 && data.g.ow <= S::LANES {
+        return match (data.g.k, data.g.pad_left % 2 == 1) {
+            (3, false) => shifted!(3, 2, false),
+            (3, true) => shifted!(3, 2, true),
+            (_, false) => shifted!(5, 2, false),
+            (_, true) => shifted!(5, 2, true),
+        };
+    }
     if data.g.pairs {
-        return match (data.g.k, data.g.stride) {
-            (3, 1) => pairs!(3, 1),
-            (3, _) => pairs!(3, 2),
-            (_, 1) => pairs!(5, 1),
-            _ => pairs!(5, 2),
+        return match data.g.k {
+            3 => shifted!(3, 1, false),
+            _ => shifted!(5, 1, false),
         };
     }
     match (data.g.k, data.g.stride) {
@@ -277,14 +316,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
                 // The last block ends at the plane's last row, overlapping the previous one.
                 let base = oy.min(oh - R);
                 let mut acc = [[b; C]; R];
-                // Input row `base * ST + t - pad_top` for each `t`; rows in the padding read
-                // zeros.
-                let rows: [*const f32; MAX_IN_ROWS] = core::array::from_fn(|t| {
-                    (base * ST + t)
-                        .checked_sub(g.pad_top)
-                        .filter(|&iy| iy < h && t < (R - 1) * ST + K)
-                        .map_or(zeros.as_ptr(), |iy| src[iy * w..][..w].as_ptr())
-                });
+                let rows = block_rows::<K, ST, R>(src, base, g, &zeros);
                 let ctx = Ctx {
                     taps: &taps,
                     wv: &wv,
@@ -377,98 +409,310 @@ unsafe fn step<
     }
 }
 
-/// The whole convolution for window `K` and stride `ST` on planes whose rows take at most half
-/// a vector: each vector holds two output rows, `r0` in lanes `0..ow` and `r1` in lanes
-/// `L/2..L/2 + ow`, and each window row's taps for both are one permute of their two input
-/// rows (`lo` the first's, `hi` the second's). Blocks of `NP` pairs, the plane's last pairs
-/// overlapping the previous ones (a pair of an odd-height plane's last row repeats the row
-/// before it).
-struct Pairs<'a, 'b, A, const K: usize, const ST: usize, const NP: usize> {
+/// The whole convolution for window `K` and stride `ST` without a permute per tap (see the
+/// module docs). Stride 2: each input row (or pair of rows) is split once into its even and
+/// odd columns ([`Simd::deinterleave`], two in-lane shuffles, in the ISA's lane order `P`),
+/// and window column `kx` of output column `ox` reads column `2 ox + kx - pad_left = 2 (ox +
+/// shift) + phase`, i.e. lane `ox + shift` of the even or odd half; the columns are grouped by
+/// shift (`group = (kx + ODD) / 2`, `ODD` the parity of the left padding). Stride 1 (only
+/// with `PAIRS`, rows at most `L/2` wide): the pair's two rows are one vector, and column
+/// `kx` is its own group, shift `kx - pad_left`. Each group is summed in an accumulator of its
+/// own, unshifted; the output is the bias plus each group's accumulator put back in memory
+/// order and moved by its shift (one one-source permute, zeros shifted in). With `PAIRS`, a
+/// vector holds output rows `r0` (lanes `0..L/2`) and `r1` (lanes `L/2..`),
+/// the shift stays within each half, and blocks are `R` pairs; else (stride 2) blocks are `R`
+/// output rows sharing their input rows.
+///
+/// A lane shifted past its segment (the row, or the half of a pair) reads a column below 0
+/// or at least `L / (1 + PAIRS) >= w` (stride 1) or `2 L / (1 + PAIRS) > w` (stride 2),
+/// padding either way: zero is right.
+struct Shifted<
+    'a,
+    'b,
+    A,
+    const K: usize,
+    const ST: usize,
+    const ODD: bool,
+    const PAIRS: bool,
+    const R: usize,
+> {
     data: &'a Data<'b, Geom>,
     act: A,
     out: &'a mut [f32],
 }
 
-impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const NP: usize> Job<S>
-    for Pairs<'_, '_, A, K, ST, NP>
+impl<
+        S: Simd,
+        A: Act<S>,
+        const K: usize,
+        const ST: usize,
+        const ODD: bool,
+        const PAIRS: bool,
+        const R: usize,
+    > Job<S> for Shifted<'_, '_, A, K, ST, ODD, PAIRS, R>
 {
     type Output = ();
 
     #[inline(always)]
     fn run(self, s: S) {
-        let Pairs { data, act, out } = self;
+        let Shifted { data, act, out } = self;
         let g = data.g;
         let (h, w, oh, ow, l) = (g.h, g.w, g.oh, g.ow, S::LANES);
-        let half = l / 2;
-        let pairs = oh.div_ceil(2);
-        debug_assert!(g.k == K && g.stride == ST && g.pairs && NP <= pairs && w < l);
-        let taps: [S::I; K] = core::array::from_fn(|kx| s.indices(&g.taps[0][kx]));
-        let in_mask = s.mask_range(0, w);
-        let first_out = s.mask_range(0, ow);
-        let second_out = s.mask_range(half, half + ow);
-        let zeros = [0.0f32; 16];
-        debug_assert!(w <= zeros.len());
-        // Output rows of pair `i`: `2i` and `2i + 1`, the last one of an odd plane `oh - 1`
-        // twice (a plane of one row) or `oh - 2, oh - 1`.
-        let rows_of = |i: usize| {
-            let r1 = (2 * i + 1).min(oh - 1);
-            (r1.saturating_sub(1).min(2 * i), r1)
-        };
+        debug_assert!(g.k == K && g.stride == ST && g.pairs == PAIRS && (PAIRS || ST == 2));
+        debug_assert!(ST == 1 || (g.pad_left % 2 == 1) == ODD);
+        debug_assert!(ow <= l && w < 2 * l && (!PAIRS || (2 * ow <= l && w < l)));
+        debug_assert!(ST == 2 || 2 * w <= l);
+        let combine = combine_indices::<S, K, ST, ODD, PAIRS>(s, g.pad_left);
+        let zeros = [0.0f32; 32];
         let (in_plane, out_plane) = (h * w, oh * ow);
-        let planes = data.input.len() / in_plane;
-        let group = (GROUP_FLOATS / in_plane).max(1);
-        for first_plane in (0..planes).step_by(group) {
-            let mut first = 0;
-            while first < pairs {
-                let base = first.min(pairs - NP);
-                // Per pair and window row, the offsets of the two input rows.
-                let offs: [[(usize, usize); K]; NP] = core::array::from_fn(|i| {
-                    let (r0, r1) = rows_of(base + i);
-                    core::array::from_fn(|ky| {
-                        (
-                            row_offset(Some(r0 * ST + ky), g),
-                            row_offset(Some(r1 * ST + ky), g),
-                        )
-                    })
-                });
-                for plane in first_plane..(first_plane + group).min(planes) {
-                    let src = &data.input[plane * in_plane..][..in_plane];
-                    let dst = &mut out[plane * out_plane..][..out_plane];
-                    let (wv, b) = weights::<S, K>(s, data, plane);
-                    let mut acc = [b; NP];
-                    for ky in 0..K {
-                        for (acc, offs) in acc.iter_mut().zip(&offs) {
-                            let (o0, o1) = offs[ky];
-                            // SAFETY: both rows hold `w` readable floats (the zeros 16 >= w),
-                            // and the mask selects lanes `0..w`.
-                            let (lo, hi) = unsafe {
-                                (
-                                    s.load_masked_ptr(row_ptr(src, o0, &zeros), in_mask),
-                                    s.load_masked_ptr(row_ptr(src, o1, &zeros), in_mask),
-                                )
-                            };
-                            for (tap, wt) in taps.iter().zip(&wv[ky]) {
-                                *acc = s.fmadd(s.permute2(*tap, lo, hi), *wt, *acc);
+        if PAIRS {
+            let half = l / 2;
+            let pairs = oh.div_ceil(2);
+            let in_mask = s.mask_range(0, w);
+            let second_in = s.mask_range(half, half + w.min(half));
+            let (first_out, second_out) = (s.mask_range(0, ow), s.mask_range(half, half + ow));
+            let rows_of = |i: usize| {
+                let r1 = (2 * i + 1).min(oh - 1);
+                (r1.saturating_sub(1).min(2 * i), r1)
+            };
+            let planes = data.input.len() / in_plane;
+            let group = (GROUP_FLOATS / in_plane).max(1);
+            for first_plane in (0..planes).step_by(group) {
+                let mut first = 0;
+                while first < pairs {
+                    let base = first.min(pairs - R);
+                    let offs: [[(usize, usize); K]; R] = core::array::from_fn(|i| {
+                        let (r0, r1) = rows_of(base + i);
+                        core::array::from_fn(|ky| {
+                            (
+                                row_offset(Some(r0 * ST + ky), g),
+                                row_offset(Some(r1 * ST + ky), g),
+                            )
+                        })
+                    });
+                    for plane in first_plane..(first_plane + group).min(planes) {
+                        let src = &data.input[plane * in_plane..][..in_plane];
+                        let dst = &mut out[plane * out_plane..][..out_plane];
+                        let (wv, b) = weights::<S, K>(s, data, plane);
+                        let mut acc = [[s.zero(); MAX_K]; R];
+                        for ky in 0..K {
+                            for (acc, offs) in acc.iter_mut().zip(&offs) {
+                                let (o0, o1) = offs[ky];
+                                // SAFETY: both rows hold `w` readable floats (the zeros 32 >=
+                                // w), and the mask selects lanes `0..w`.
+                                let (lo, hi) = unsafe {
+                                    let (r0, r1) =
+                                        (row_ptr(src, o0, &zeros), row_ptr(src, o1, &zeros));
+                                    if ST == 1 {
+                                        // Both rows in one vector: `r1`'s from lane `L/2`
+                                        // (the mask reads its lanes `0..w`).
+                                        let hi =
+                                            s.load_masked_ptr(r1.wrapping_sub(half), second_in);
+                                        let both =
+                                            s.select(second_in, hi, s.load_masked_ptr(r0, in_mask));
+                                        (both, both)
+                                    } else {
+                                        (
+                                            s.load_masked_ptr(r0, in_mask),
+                                            s.load_masked_ptr(r1, in_mask),
+                                        )
+                                    }
+                                };
+                                fold_row::<S, K, ST, ODD>(s, lo, hi, &wv[ky], acc);
+                            }
+                        }
+                        for (i, acc) in acc.iter().enumerate() {
+                            let (r0, r1) = rows_of(base + i);
+                            let v = act.apply(s, combined::<S, K, ST>(s, b, acc, &combine));
+                            let to = dst.as_mut_ptr();
+                            // SAFETY: the first mask selects lanes `0..ow`, written to row
+                            // `r0`'s `ow` columns; the second lanes `L/2..L/2 + ow`, written
+                            // from `row r1 - L/2` on, so to row `r1`'s `ow` columns (`r0, r1
+                            // < oh`).
+                            unsafe {
+                                s.store_masked_ptr(to.add(r0 * ow), first_out, v);
+                                s.store_masked_ptr(
+                                    to.add(r1 * ow).wrapping_sub(half),
+                                    second_out,
+                                    v,
+                                );
                             }
                         }
                     }
-                    for (i, acc) in acc.iter().enumerate() {
-                        let (r0, r1) = rows_of(base + i);
-                        let v = act.apply(s, *acc);
-                        let to = dst.as_mut_ptr();
-                        // SAFETY: the first mask selects lanes `0..ow`, written to row `r0`'s
-                        // `ow` columns; the second lanes `L/2..L/2 + ow`, written from
-                        // `row r1 - L/2` on, so to row `r1`'s `ow` columns (`r0, r1 < oh`).
-                        unsafe {
-                            s.store_masked_ptr(to.add(r0 * ow), first_out, v);
-                            s.store_masked_ptr(to.add(r1 * ow).wrapping_sub(half), second_out, v);
-                        }
-                    }
+                    first = base + R;
                 }
-                first = base + NP;
+            }
+            return;
+        }
+        let lo_mask = s.mask_range(0, w.min(l));
+        let hi_mask = s.mask_range(0, w.saturating_sub(l));
+        let out_mask = s.mask_range(0, ow);
+        for (plane, (src, dst)) in data
+            .input
+            .chunks_exact(in_plane)
+            .zip(out.chunks_exact_mut(out_plane))
+            .enumerate()
+        {
+            let (wv, b) = weights::<S, K>(s, data, plane);
+            let mut oy = 0;
+            while oy < oh {
+                let base = oy.min(oh - R);
+                let mut acc = [[s.zero(); MAX_K]; R];
+                let rows = block_rows::<K, 2, R>(src, base, g, &zeros);
+                macro_rules! steps {
+                    ($($t:literal)*) => {$(
+                        if $t < (R - 1) * 2 + K {
+                            let row = rows[$t];
+                            // SAFETY: every row pointer holds `w` readable floats (the zeros
+                            // hold 2 L > w); the masks select lanes `0..min(w, L)` and `L..w`.
+                            let (lo, hi) = unsafe {
+                                (
+                                    s.load_masked_ptr(row, lo_mask),
+                                    if w > l {
+                                        s.load_masked_ptr(row.add(l), hi_mask)
+                                    } else {
+                                        s.zero()
+                                    },
+                                )
+                            };
+                            for (r, acc) in acc.iter_mut().enumerate() {
+                                // Row `t` feeds output row `r` with window row `t - 2 r`.
+                                if $t >= 2 * r && $t - 2 * r < K {
+                                    fold_row::<S, K, ST, ODD>(s, lo, hi, &wv[$t - 2 * r], acc);
+                                }
+                            }
+                        }
+                    )*};
+                }
+                steps!(0 1 2 3 4 5 6 7 8 9 10);
+                for (r, acc) in acc.iter().enumerate() {
+                    let v = act.apply(s, combined::<S, K, ST>(s, b, acc, &combine));
+                    // SAFETY: the mask selects lanes `0..ow` of the row's `ow`.
+                    unsafe {
+                        s.store_masked_ptr(dst[(base + r) * ow..][..ow].as_mut_ptr(), out_mask, v)
+                    };
+                }
+                oy = base + R;
             }
         }
     }
+}
+
+/// Adds one window row (`wv`, its `K` splat weights) to the shift groups' accumulators `acc`
+/// (see [`Shifted`]): with stride 1 every window column is its own group and reads `lo` (the
+/// row, or the pair of rows, itself); with stride 2 the taps are the even and odd columns of
+/// `lo ++ hi`. An input row feeding two output rows is deinterleaved twice here; LLVM keeps
+/// one copy, the shuffles being pure.
+#[inline(always)]
+fn fold_row<S: Simd, const K: usize, const ST: usize, const ODD: bool>(
+    s: S,
+    lo: S::V,
+    hi: S::V,
+    wv: &[S::V; K],
+    acc: &mut [S::V; MAX_K],
+) {
+    if ST == 1 {
+        for (acc, wt) in acc.iter_mut().zip(wv) {
+            *acc = s.fmadd(lo, *wt, *acc);
+        }
+        return;
+    }
+    let (even, odd) = s.deinterleave(lo, hi);
+    for (kx, wt) in wv.iter().enumerate() {
+        let t = kx + usize::from(ODD);
+        let tap = if t % 2 == 1 { odd } else { even };
+        acc[t / 2] = s.fmadd(tap, *wt, acc[t / 2]);
+    }
+}
+
+/// The shift groups of window `K` at stride `ST`: one per window column with stride 1, one
+/// per pair of columns with stride 2.
+const fn groups(k: usize, st: usize) -> usize {
+    if st == 1 {
+        k
+    } else {
+        k.div_ceil(2)
+    }
+}
+
+/// `bias + sum over groups of permute(combine[g], acc[g])`: the shift groups' accumulators
+/// of one output vector in memory order, moved by their shifts, added (see [`Shifted`]).
+#[inline(always)]
+fn combined<S: Simd, const K: usize, const ST: usize>(
+    s: S,
+    bias: S::V,
+    acc: &[S::V; MAX_K],
+    combine: &[S::I; MAX_K],
+) -> S::V {
+    let mut v = bias;
+    for (a, i) in acc.iter().zip(combine).take(groups(K, ST)) {
+        v = s.add(v, s.permute_or_zero(*i, *a));
+    }
+    v
+}
+
+/// The index vectors of [`combined`]: for group `g` (shift `g - pad_left` with stride 1,
+/// `g - ODD - pad_left / 2` with stride 2), lane `j` of the output (memory order; with
+/// `PAIRS`, lane `ox` of half `j / (L/2)`) reads the lane of the accumulator that holds
+/// memory lane `j + shift` (with stride 2 the accumulators are in `P` order), or none (index
+/// `L`, zero) where `ox + shift` leaves the segment.
+#[inline(always)]
+fn combine_indices<S: Simd, const K: usize, const ST: usize, const ODD: bool, const PAIRS: bool>(
+    s: S,
+    pad_left: usize,
+) -> [S::I; MAX_K] {
+    let l = S::LANES;
+    let mut lane_of: [u32; 16] = core::array::from_fn(|m| m as u32);
+    if ST == 2 {
+        // Where `P` puts each memory lane: deinterleave the numbers 0..2L; lane `p` of the
+        // evens holds `2 m` for the memory lane `m` it carries.
+        let iota: [f32; 32] = core::array::from_fn(|i| i as f32);
+        let (even, _) = s.deinterleave(s.load(&iota), s.load(&iota[l..]));
+        let mut lanes = [0.0f32; 16];
+        s.store(&mut lanes, even);
+        for (p, &m) in lanes.iter().enumerate().take(l) {
+            lane_of[m as usize / 2] = p as u32;
+        }
+    }
+    let seg = if PAIRS { l / 2 } else { l };
+    core::array::from_fn(|g| {
+        let shift = if ST == 1 {
+            g as isize - pad_left as isize
+        } else {
+            g as isize - isize::from(ODD) - (pad_left / 2) as isize
+        };
+        let mut idx = [l as u32; 16];
+        for (j, x) in idx.iter_mut().enumerate().take(l) {
+            let src = (j % seg) as isize + shift;
+            if (0..seg as isize).contains(&src) {
+                *x = lane_of[j - j % seg + src as usize];
+            }
+        }
+        s.indices(&idx)
+    })
+}
+
+/// The input rows a block of `R` output rows from `base` reads: row `t` is input row `base *
+/// ST + t - pad_top` of the plane `src`, or `zeros` where that is padding (or `t` is past the
+/// block's `(R - 1) ST + K` rows).
+#[inline(always)]
+fn block_rows<const K: usize, const ST: usize, const R: usize>(
+    src: &[f32],
+    base: usize,
+    g: &Geom,
+    zeros: &[f32],
+) -> [*const f32; MAX_IN_ROWS] {
+    debug_assert!(src.len() == g.h * g.w);
+    // `iy` wraps below zero to a huge value, which the `< h` check rejects.
+    let first = (base * ST).wrapping_sub(g.pad_top);
+    core::array::from_fn(|t| {
+        let iy = first.wrapping_add(t);
+        if iy < g.h && t < (R - 1) * ST + K {
+            src.as_ptr().wrapping_add(iy * g.w)
+        } else {
+            zeros.as_ptr()
+        }
+    })
 }
 
 /// Marks a row in the padding in [`row_offset`]'s result.

@@ -22,11 +22,17 @@
 //! ```
 //!
 //! **Why.** In NCHW a stride-2 tap of 16 consecutive outputs is every other column of 32
-//! consecutive inputs: one two-source permute (`vpermt2ps`) of two loads. Each input row
-//! then costs three permutes per chunk (the even columns, the odd ones, and the even ones one
-//! column on), shared by the one or two output rows it feeds: about six permutes per nine
-//! FMAs, against the channels-in-lanes kernel's two 16x16 transposes per 16x16 block of input
-//! and of output. Rows above and below the image read a row of zeros (the first elements of
+//! consecutive inputs: one in-lane shuffle (`vshufps`, in [`Simd::deinterleave`]'s lane order,
+//! put back into memory order once per accumulator before the store) of two loads. Each input
+//! row then costs three shuffles and four loads per chunk (the even columns, the odd ones, and
+//! the even ones one column on), shared by the one or two output rows it feeds, against the
+//! channels-in-lanes kernel's two 16x16 transposes per 16x16 block of input and of output. The
+//! loads bound it: most of them cross a cache line, and on Zen 4 those issue at about 0.6 per
+//! cycle (measured with a register-only loop), so nine per nine FMAs. (With two-source
+//! permutes, `vpermt2ps`, for the split, as before 2026-11-25, it ran about 5% faster on the
+//! 112- and 56-wide MobileNet-v2 layers, 0.28-0.30 against 0.26-0.28 of peak; the stem
+//! kernels and [`super::depthwise_small`], which share the split, gain more from the
+//! shuffles.) Rows above and below the image read a row of zeros (the first elements of
 //! the scratch, which is sized for the channels-in-lanes kernel and is much longer), columns
 //! outside it are zeroed by masked loads in the chunks at the plane's edges.
 //!

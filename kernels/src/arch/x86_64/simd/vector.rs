@@ -192,6 +192,13 @@ pub(crate) trait Simd: Copy {
     fn indices(self, idx: &[u32; 16]) -> Self::I;
     /// Lane `j` is element `i[j]` of `a ++ b` (memory order): any gather from two vectors.
     fn permute2(self, i: Self::I, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane `j` is lane `i[j]` of `v` if `i[j] < LANES`, else zero: a one-source gather
+    /// (AVX-512: `vpermps` with a zeroing mask, which on Zen 4 runs beside the FMAs where
+    /// [`permute2`](Self::permute2)'s `vpermt2ps` takes an FMA's slot).
+    #[inline(always)]
+    fn permute_or_zero(self, i: Self::I, v: Self::V) -> Self::V {
+        self.permute2(i, v, self.zero())
+    }
 
     /// The 8-lane token: every ISA here implies AVX2 and FMA.
     fn avx2(self) -> Avx2Fma;
@@ -684,20 +691,22 @@ impl Simd for Avx512F {
     }
     #[inline(always)]
     fn deinterleave(self, a: __m512, b: __m512) -> (__m512, __m512) {
-        // One two-source permute per result gives memory order directly, so `P` is the
-        // identity here.
-        with_token!({
-            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-            let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-            (
-                _mm512_permutex2var_ps(a, even, b),
-                _mm512_permutex2var_ps(a, odd, b),
-            )
-        })
+        // Within each 128-bit quarter `q`: [a(4q) a(4q+2) b(4q) b(4q+2)], i.e. the even
+        // elements 0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15 in lane order (likewise the odd
+        // ones). In-lane shuffles run beside the FMAs on Zen 4, where a two-source
+        // `vpermt2ps` takes an FMA's slot; `unpermute` fixes the order once per result.
+        with_token!((
+            _mm512_shuffle_ps::<0x88>(a, b),
+            _mm512_shuffle_ps::<0xDD>(a, b)
+        ))
     }
     #[inline(always)]
     fn unpermute(self, v: __m512) -> __m512 {
-        v
+        // 64-bit blocks in lane order 0 4 1 5 2 6 3 7 back to 0..8: one single-source permute.
+        with_token!(_mm512_castpd_ps(_mm512_permutexvar_pd(
+            _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+            _mm512_castps_pd(v)
+        )))
     }
     #[inline(always)]
     fn shift_in(self, lo: __m512, hi: __m512) -> __m512 {
@@ -714,6 +723,14 @@ impl Simd for Avx512F {
     #[inline(always)]
     fn permute2(self, i: __m512i, a: __m512, b: __m512) -> __m512 {
         with_token!(_mm512_permutex2var_ps(a, i, b))
+    }
+    #[inline(always)]
+    fn permute_or_zero(self, i: __m512i, v: __m512) -> __m512 {
+        with_token!(_mm512_maskz_permutexvar_ps(
+            _mm512_cmplt_epu32_mask(i, _mm512_set1_epi32(16)),
+            i,
+            v
+        ))
     }
     #[inline(always)]
     fn with_lanes<J: LanesJob<Self>>(self, job: J) -> J::Output {
