@@ -235,38 +235,37 @@ fn by_shape<S: Simd, A: Act<S>>(s: S, act: A, data: &Data<'_, Geom>, out: &mut [
     // their shift instead of permuting each tap (see [`Shifted`]); the parity of the left
     // padding fixes each window column's phase and shift with stride 2.
     macro_rules! shifted {
-        ($k:literal, $st:literal, $odd:literal) => {
-            match (
-                data.g.pairs,
-                data.g.oh.div_ceil(1 + usize::from(data.g.pairs)),
-            ) {
-                (false, ROWS..) => {
-                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, false, ROWS> { data, act, out })
-                }
-                (false, _) => {
-                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, false, 1> { data, act, out })
-                }
-                (true, PAIRS..) => {
-                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, true, PAIRS> { data, act, out })
-                }
-                (true, _) => {
-                    s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, true, 1> { data, act, out })
-                }
+        ($k:literal, $st:literal, $odd:literal, false) => {
+            if data.g.oh >= ROWS {
+                s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, false, ROWS> { data, act, out })
+            } else {
+                s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, false, 1> { data, act, out })
+            }
+        };
+        ($k:literal, $st:literal, $odd:literal, true) => {
+            if data.g.oh.div_ceil(2) >= PAIRS {
+                s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, true, PAIRS> { data, act, out })
+            } else {
+                s.vectorize(Shifted::<'_, '_, A, $k, $st, $odd, true, 1> { data, act, out })
             }
         };
     }
     if data.g.stride == 2 && data.g.ow <= S::LANES {
-        return match (data.g.k, data.g.pad_left % 2 == 1) {
-            (3, false) => shifted!(3, 2, false),
-            (3, true) => shifted!(3, 2, true),
-            (_, false) => shifted!(5, 2, false),
-            (_, true) => shifted!(5, 2, true),
+        return match (data.g.k, data.g.pad_left % 2 == 1, data.g.pairs) {
+            (3, false, false) => shifted!(3, 2, false, false),
+            (3, false, true) => shifted!(3, 2, false, true),
+            (3, true, false) => shifted!(3, 2, true, false),
+            (3, true, true) => shifted!(3, 2, true, true),
+            (_, false, false) => shifted!(5, 2, false, false),
+            (_, false, true) => shifted!(5, 2, false, true),
+            (_, true, false) => shifted!(5, 2, true, false),
+            (_, true, true) => shifted!(5, 2, true, true),
         };
     }
     if data.g.pairs {
         return match data.g.k {
-            3 => shifted!(3, 1, false),
-            _ => shifted!(5, 1, false),
+            3 => shifted!(3, 1, false, true),
+            _ => shifted!(5, 1, false, true),
         };
     }
     match (data.g.k, data.g.stride) {

@@ -192,7 +192,8 @@ pub(crate) trait Simd: Copy {
     fn indices(self, idx: &[u32; 16]) -> Self::I;
     /// Lane `j` is element `i[j]` of `a ++ b` (memory order): any gather from two vectors.
     fn permute2(self, i: Self::I, a: Self::V, b: Self::V) -> Self::V;
-    /// Lane `j` is lane `i[j]` of `v` if `i[j] < LANES`, else zero: a one-source gather
+    /// Lane `j` is lane `i[j]` of `v` if `i[j] < LANES`, else zero (`i` from
+    /// [`indices`](Self::indices), so every index below `2 * LANES`): a one-source gather
     /// (AVX-512: `vpermps` with a zeroing mask, which on Zen 4 runs beside the FMAs where
     /// [`permute2`](Self::permute2)'s `vpermt2ps` takes an FMA's slot).
     #[inline(always)]
