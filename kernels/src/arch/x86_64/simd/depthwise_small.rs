@@ -184,7 +184,10 @@ impl Geom {
         let mut taps = [[[past; 16]; MAX_K]; 2];
         let col =
             |ox: usize, kx: usize| (ox * st + kx).checked_sub(p.pad[1]).filter(|&ix| ix < p.w);
-        for ox in 0..p.out_w {
+        // Only `Planes` reads the table; `Shifted` (pairs, and stride 2 on at most a vector of
+        // outputs) builds its own indices.
+        let shifted = pairs || (st == 2 && p.out_w <= l);
+        for ox in (0..p.out_w).filter(|_| !shifted) {
             for (kx, tap) in taps[ox / l].iter_mut().enumerate().take(k) {
                 // A padding column reads lane `2L - 1`: past the row, so zero.
                 tap[ox % l] = col(ox, kx).map_or(past, |ix| ix as u32);
