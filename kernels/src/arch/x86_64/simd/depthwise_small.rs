@@ -44,8 +44,8 @@
 //! the same), and planes of fewer than `R` rows run blocks of one row.
 //!
 //! Why. The other kernels for these planes pay for the stride and for narrow rows: the
-//! in-place stride-2 kernel (`depthwise_stride2`) makes four loads per input row and chunk,
-//! most of them across cache lines, and masks the edge chunks; the channels-in-lanes kernel
+//! in-place stride-2 kernel (`depthwise_stride2`) makes three loads per input row and chunk,
+//! two of them across cache lines, and masks the edge chunks; the channels-in-lanes kernel
 //! (`depthwise_lanes`) transposes the input and the output, four input elements per output
 //! with stride 2. Here an input row costs two loads and `K` permutes per chunk (or two
 //! shuffles), shared by the `ceil(K / S)` output rows it feeds.

@@ -14,8 +14,9 @@
 //!     acc[0..R][0..C] = splat(bias)
 //!     for each of the 2R + 1 input rows t the block reads:         // fully unrolled
 //!       a, b = load(row[t] + x0[c]), load(row[t] + x0[c] + L)      // 2L columns
+//!       e = load 2 lanes (row[t] + x0[c] + 2L)                     // the 2 after them
 //!       tap0, tap1 = even(a ++ b), odd(a ++ b)                     // columns 2j, 2j + 1
-//!       tap2 = even(load(row[t] + x0[c] + 2) ++ load(... + 2 + L)) // columns 2j + 2
+//!       tap2 = even((a ++ b ++ e)[2..2L + 2])                      // columns 2j + 2
 //!       for each output row r that row t feeds (ky = t - 2r in 0..3):
 //!         acc[r][c] += tap[kx] * w[ky][kx]   for kx in 0..3
 //!     store act(acc[r][c])
@@ -24,17 +25,21 @@
 //! **Why.** In NCHW a stride-2 tap of 16 consecutive outputs is every other column of 32
 //! consecutive inputs: one in-lane shuffle (`vshufps`, in [`Simd::deinterleave`]'s lane order,
 //! put back into memory order once per accumulator before the store) of two loads. Each input
-//! row then costs three shuffles and four loads per chunk (the even columns, the odd ones, and
-//! the even ones one column on), shared by the one or two output rows it feeds, against the
-//! channels-in-lanes kernel's two 16x16 transposes per 16x16 block of input and of output. The
-//! loads bound it: most of them cross a cache line, and on Zen 4 those issue at about 0.6 per
-//! cycle (measured with a register-only loop), so nine per nine FMAs. (With two-source
-//! permutes, `vpermt2ps`, for the split, as before 2026-11-25, it ran about 5% faster on the
-//! 112- and 56-wide MobileNet-v2 layers, 0.28-0.30 against 0.26-0.28 of peak; the stem
-//! kernels and [`super::depthwise_small`], which share the split, gain more from the
-//! shuffles.) Rows above and below the image read a row of zeros (the first elements of
-//! the scratch, which is sized for the channels-in-lanes kernel and is much longer), columns
-//! outside it are zeroed by masked loads in the chunks at the plane's edges.
+//! row then costs three loads, two lane shifts (`valignd`, [`Simd::shift_in2`]) and three
+//! shuffles per chunk (the even columns, the odd ones, and the even ones one column on),
+//! shared by the one or two output rows it feeds, against the channels-in-lanes kernel's two
+//! 16x16 transposes per 16x16 block of input and of output. The full-width loads cross a cache
+//! line (the first tap's column is odd with a padding of 1), and on Zen 4 those issue at about
+//! 0.6 per cycle (measured with a register-only loop), so the third tap is shifted out of the
+//! first two loads and a two-lane one rather than loaded twice more: 0.262-0.266 -> 0.280-0.282
+//! of peak on MobileNet-v2's 112-wide layer, 0.276-0.281 -> 0.303-0.309 on the 56-wide one
+//! (AMD EPYC Zen 4, 2026-11-25, kernel bench binaries alternated three times). (With
+//! two-source permutes, `vpermt2ps`, for the split, as before 2026-11-25, the four-load
+//! version ran about 5% faster, 0.28-0.30; the stem kernels and [`super::depthwise_small`],
+//! which share the split, gain more from the shuffles.) Rows above and below the image read a
+//! row of zeros (the first elements of the scratch, which is sized for the channels-in-lanes
+//! kernel and is much longer), columns outside it are zeroed by masked loads in the chunks at
+//! the plane's edges.
 //!
 //! **The rule** (16 lanes, more than [`MIN_OW`] output columns), measured on AMD EPYC Zen 4
 //! (2026-11-24, `KILN_BENCH_CLOCK=thread cargo bench -p kiln-kernels --features std --bench
@@ -65,8 +70,9 @@ const MAX_IN_ROWS: usize = 2 * (ROWS - 1) + K;
 /// The narrowest output plane (columns, exclusive) this kernel takes; narrower planes waste
 /// most lanes of a chunk and run faster with the channels in the lanes.
 const MIN_OW: usize = 8;
-/// Loads per input row and chunk: two for the even and odd columns, two one column on.
-pub(super) const LOADS: usize = 4;
+/// Loads per input row and chunk: the `2L` columns from the first tap's, and the two after
+/// them.
+const LOADS: usize = 3;
 
 /// Runs the depthwise conv2d (the portable kernel's signature and semantics, see
 /// [`crate::arch::portable::conv2d`]) and returns `true` if its shape is one this kernel
@@ -377,9 +383,8 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
     acc: &mut [[S::V; C]; R],
 ) {
     for (c, &x0) in x0.iter().enumerate() {
-        let masks = (EDGE >> c & 1 != 0).then_some(&masks[c]);
         // SAFETY: the caller's contract.
-        let taps = unsafe { taps(s, row.wrapping_offset(x0), masks) };
+        let taps = unsafe { taps(s, row.wrapping_offset(x0), &masks[c], EDGE >> c & 1 != 0) };
         for (r, a) in acc.iter_mut().enumerate() {
             if T >= 2 * r && T - 2 * r < K {
                 let ky = T - 2 * r;
@@ -391,11 +396,19 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
     }
 }
 
-/// The masks of a chunk's four loads ([`taps`]) whose first column is `x0` in an image row of
-/// `w` columns: [`load_masks_n`] for a 3-column window.
+/// The masks of a chunk's three loads ([`taps`]) whose first column is `x0` in an image row
+/// of `w` columns: lane `l` of load `d` reads column `x0 + d L + l`, which must be in `0..w`
+/// and, for the third load, `l < K - 1`.
 #[inline(always)]
-pub(super) fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
-    load_masks_n::<S, LOADS>(s, x0, w)
+fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
+    let lanes = S::LANES;
+    core::array::from_fn(|d| {
+        let at = x0 + (d * lanes) as isize;
+        let n = if d + 1 == LOADS { K - 1 } else { lanes } as isize;
+        let lo = (-at).clamp(0, n) as usize;
+        let hi = (w as isize - at).clamp(0, n) as usize;
+        s.mask_range(lo, hi.max(lo))
+    })
 }
 
 /// The masks of a chunk's `N` loads ([`taps_n`]) whose first column is `x0` in an image row of
@@ -427,19 +440,36 @@ pub(super) fn reads_outside_k<S: Simd, const K: usize>(x0: isize, w: usize) -> b
 }
 
 /// The three stride-2 taps of a chunk of `L` outputs whose first tap reads `at` (column `x0`
-/// of an input row): [`taps_n`] for a 3-column window.
+/// of an input row): tap `kx` holds columns `x0 + 2j + kx` for lane `j`, in the lane order of
+/// [`Simd::deinterleave`]. Three loads: `a`, `b`, the `2L` columns from `x0` (through
+/// `masks[0..2]` if `edge`), and `e`, the two columns after them (always through `masks[2]`,
+/// which selects at most those two); taps 0 and 1 are the even and odd columns of `a ++ b`,
+/// tap 2 the even columns of the same `2L + 2` columns two on (`Simd::shift_in2`, one
+/// in-register shift each instead of two more loads, which would cross a cache line).
 ///
 /// # Safety
 ///
-/// As [`taps_n`]'s.
+/// `at + d L` must be readable for `L` elements, or for the lanes of `masks[d]`, for loads
+/// `d` 0 and 1 (masked if `edge`), and for the lanes of `masks[2]` at `at + 2L`.
 #[inline(always)]
-pub(super) unsafe fn taps<S: Simd>(
-    s: S,
-    at: *const f32,
-    masks: Option<&[S::M; LOADS]>,
-) -> [S::V; K] {
+unsafe fn taps<S: Simd>(s: S, at: *const f32, masks: &[S::M; LOADS], edge: bool) -> [S::V; K] {
+    let lanes = S::LANES;
     // SAFETY: the caller's contract.
-    unsafe { taps_n::<S, K, LOADS>(s, at, masks) }
+    let (a, b, e) = unsafe {
+        let e = s.load_masked_ptr(at.wrapping_add(2 * lanes), masks[2]);
+        if edge {
+            (
+                s.load_masked_ptr(at, masks[0]),
+                s.load_masked_ptr(at.wrapping_add(lanes), masks[1]),
+                e,
+            )
+        } else {
+            (s.load_ptr(at), s.load_ptr(at.wrapping_add(lanes)), e)
+        }
+    };
+    let (even, odd) = s.deinterleave(a, b);
+    let (even2, _) = s.deinterleave(s.shift_in2(a, b), s.shift_in2(b, e));
+    [even, odd, even2]
 }
 
 /// The `K` stride-2 taps of a chunk of `L` outputs whose first tap reads `at` (column `x0` of

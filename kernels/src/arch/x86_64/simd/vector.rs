@@ -188,6 +188,12 @@ pub(crate) trait Simd: Copy {
     fn unpermute(self, v: Self::V) -> Self::V;
     /// `lo[1..] ++ [hi[0]]`: the elements of `lo ++ hi` (memory order) one lane on.
     fn shift_in(self, lo: Self::V, hi: Self::V) -> Self::V;
+    /// `lo[2..] ++ hi[..2]`: the elements of `lo ++ hi` (memory order) two lanes on.
+    #[inline(always)]
+    fn shift_in2(self, lo: Self::V, hi: Self::V) -> Self::V {
+        // `lo[1..] ++ [hi[0]]`, then one more lane on, taking `hi[1]` from `hi` one lane on.
+        self.shift_in(self.shift_in(lo, hi), self.shift_in(hi, hi))
+    }
     /// The indices `idx[..LANES]`, each below `2 * LANES`, for [`permute2`](Self::permute2).
     fn indices(self, idx: &[u32; 16]) -> Self::I;
     /// Lane `j` is element `i[j]` of `a ++ b` (memory order): any gather from two vectors.
@@ -712,6 +718,13 @@ impl Simd for Avx512F {
     #[inline(always)]
     fn shift_in(self, lo: __m512, hi: __m512) -> __m512 {
         with_token!(_mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+            _mm512_castps_si512(hi),
+            _mm512_castps_si512(lo),
+        )))
+    }
+    #[inline(always)]
+    fn shift_in2(self, lo: __m512, hi: __m512) -> __m512 {
+        with_token!(_mm512_castsi512_ps(_mm512_alignr_epi32::<2>(
             _mm512_castps_si512(hi),
             _mm512_castps_si512(lo),
         )))
