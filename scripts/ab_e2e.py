@@ -1,0 +1,87 @@
+"""A/B of kiln builds end to end: alternating single runs of one network in several
+`bench_e2e` server binaries (and, optionally, onnxruntime), medians of thread CPU time.
+
+`scripts/bench_e2e.py` compares kiln with onnxruntime; this compares kiln with kiln, which is
+how a kernel or compiler change is judged on the shared machines: the two builds take turns,
+one inference each, so a slow minute of the host hits both. Build the binaries first, e.g.
+
+    cargo build --release --example bench_e2e && cp target/release/examples/bench_e2e /tmp/new
+    git worktree add /tmp/wt_old <commit> && (cd /tmp/wt_old &&
+        CARGO_TARGET_DIR=/tmp/wt_old_target cargo build --release --example bench_e2e)
+    python3 scripts/ab_e2e.py resnet50 21 /tmp/wt_old_target/release/examples/bench_e2e /tmp/new
+
+The network's files come from `target/bench_e2e/<model>/` (written by `bench_e2e.py`). `ort`
+as a binary name adds onnxruntime (one intra-op thread) to the rotation. Options (environment):
+`WARM=1` runs one untimed inference before each timed one (steady state, without the first
+run after another process's), `FLUSH=1` writes 64 MiB between runs (cold caches).
+
+Prints, per contender, `<name> median_ms=<x> q1=<x> q3=<x>`.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "target" / "bench_e2e"
+
+
+def request(proc: subprocess.Popen, line: str, tag: str) -> str:
+    """Sends `line`, returns the next line of the answer that starts with `tag`."""
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    while True:
+        got = proc.stdout.readline()
+        if not got:
+            sys.exit(f"{proc.args[0]} exited (code {proc.wait()})")
+        if got.startswith(tag):
+            return got
+
+
+def start(binary: str, model: str) -> subprocess.Popen:
+    """A timing server with `model` loaded: kiln's (`--serve`) or onnxruntime's."""
+    if binary == "ort":
+        cmd = [sys.executable, str(ROOT / "scripts" / "bench_e2e.py"), "--ort-serve"]
+        load = f"load {DATA / model / 'io.safetensors'} {DATA / model / 'model.onnx'} 1"
+        done = "LOADED"
+    else:
+        cmd = [binary, "--serve", str(DATA)]
+        load, done = f"load {model}", None
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if done:
+        request(proc, load, done)
+    else:
+        proc.stdin.write(load + "\n")
+        proc.stdin.flush()
+    request(proc, "time 3", "TIME")  # loaded (kiln checks its output on load) and warm
+    return proc
+
+
+def main() -> None:
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    model, rounds, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    warm = os.environ.get("WARM") == "1"
+    flush = bytearray(64 << 20) if os.environ.get("FLUSH") == "1" else None
+    servers = [start(b, model) for b in binaries]
+    cpu_ms: list[list[float]] = [[] for _ in binaries]
+    for _ in range(rounds):
+        for server, got in zip(servers, cpu_ms):
+            if flush is not None:
+                flush[::64] = bytes(len(flush[::64]))
+            if warm:
+                request(server, "time 1", "TIME")
+            fields = dict(w.split("=") for w in request(server, "time 1", "TIME").split()[1:])
+            got.append(float(fields["cpu_s"]) * 1e3)
+    for binary, got in zip(binaries, cpu_ms):
+        q1, _, q3 = statistics.quantiles(got, n=4)
+        print(f"{binary} median_ms={statistics.median(got):.3f} q1={q1:.2f} q3={q3:.2f}")
+    for server in servers:
+        server.stdin.close()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
