@@ -65,12 +65,13 @@ def main() -> None:
     model, rounds, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     warm = os.environ.get("WARM") == "1"
     flush = bytearray(64 << 20) if os.environ.get("FLUSH") == "1" else None
+    lines = bytes(len(flush) // 64) if flush is not None else b""  # one byte per cache line
     servers = [start(b, model) for b in binaries]
     cpu_ms: list[list[float]] = [[] for _ in binaries]
     for _ in range(rounds):
         for server, got in zip(servers, cpu_ms):
             if flush is not None:
-                flush[::64] = bytes(len(flush[::64]))
+                flush[::64] = lines
             if warm:
                 request(server, "time 1", "TIME")
             fields = dict(w.split("=") for w in request(server, "time 1", "TIME").split()[1:])

@@ -403,12 +403,17 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
 fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
     let lanes = S::LANES;
     core::array::from_fn(|d| {
-        let at = x0 + (d * lanes) as isize;
-        let n = if d + 1 == LOADS { K - 1 } else { lanes } as isize;
-        let lo = (-at).clamp(0, n) as usize;
-        let hi = (w as isize - at).clamp(0, n) as usize;
-        s.mask_range(lo, hi.max(lo))
+        let n = if d + 1 == LOADS { K - 1 } else { lanes };
+        inside_mask(s, x0 + (d * lanes) as isize, n, w)
     })
+}
+
+/// The lanes `l < n` of a load from column `at` whose column `at + l` is inside a row of `w`.
+#[inline(always)]
+fn inside_mask<S: Simd>(s: S, at: isize, n: usize, w: usize) -> S::M {
+    let lo = (-at).clamp(0, n as isize) as usize;
+    let hi = (w as isize - at).clamp(0, n as isize) as usize;
+    s.mask_range(lo, hi.max(lo))
 }
 
 /// The masks of a chunk's `N` loads ([`taps_n`]) whose first column is `x0` in an image row of
@@ -418,10 +423,7 @@ fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
 pub(super) fn load_masks_n<S: Simd, const N: usize>(s: S, x0: isize, w: usize) -> [S::M; N] {
     let lanes = S::LANES;
     core::array::from_fn(|d| {
-        let at = x0 + (2 * (d / 2) + (d % 2) * lanes) as isize;
-        let lo = (-at).clamp(0, lanes as isize) as usize;
-        let hi = (w as isize - at).clamp(0, lanes as isize) as usize;
-        s.mask_range(lo, hi.max(lo))
+        inside_mask(s, x0 + (2 * (d / 2) + (d % 2) * lanes) as isize, lanes, w)
     })
 }
 
