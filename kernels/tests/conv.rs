@@ -331,6 +331,11 @@ fn conv2d_large_shapes_match_portable() {
         // Output rows long enough for whole-vector stride-2 gathers (8 and 16 lanes).
         conv(6, 41, 10, 3, 2, 1),
         conv(9, 39, 14, 1, 2, 0),
+        // Stride 2 through the input's phases (x86: `avx2::im2col::conv2d_phased`): three
+        // depth blocks of taps over four phase planes of 14x14, and a 1x1 projection that
+        // reads its one phase in place (c_out <= c_in, two depth blocks).
+        conv(128, 28, 40, 3, 2, 1),
+        conv(640, 28, 24, 1, 2, 0),
         // A ResNet-50 bottleneck's last 1x1 on a small map: two depth blocks, a residual.
         conv(512, 7, 40, 1, 1, 0),
         // 1x1 projections (c_out <= c_in) read the input in place on AVX-512: rows 529

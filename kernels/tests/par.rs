@@ -171,7 +171,10 @@ fn conv(
 #[test]
 fn conv2d_split_matches_one_thread() {
     let cases = [
-        conv(64, 96, 56, 3, 2, 1, 1),   // im2col, several panels
+        // Stride 2 (x86: through the input's phases, written by runs of channels on the
+        // threads): a 3x3 over several panels, and a 1x1 projection reading its phase in place.
+        conv(64, 96, 56, 3, 2, 1, 1),
+        conv(256, 128, 28, 1, 2, 0, 1),
         conv(64, 128, 28, 1, 1, 0, 1),  // pointwise
         conv(256, 128, 7, 3, 1, 1, 1),  // a 7x7 map: one panel, rows split
         conv(256, 128, 14, 1, 1, 0, 1), // DenseNet's 14x14 pointwise: two unequal panels

@@ -26,6 +26,14 @@
 //! per element of `B` and the GEMM reuses each packed element for every output channel, so
 //! with few output channels (64) its speed matters: it does no division per element or
 //! segment and no library call per short run.
+//!
+//! A stride-2 convolution is the second case's worst: on a 28x28 input each panel row is
+//! fourteen 14-wide gathers into a row buffer, and each vector the scatter then reads from
+//! that buffer spans two or three of those stores, which the CPU cannot forward (the packer
+//! took 27 % of Inception-v2's 96 -> 96 3x3 stride-2 layer, AMD EPYC Zen 4). So when its
+//! output is as large as a phase of its input, [`conv2d_phased`] first splits each input
+//! channel into its four phases (one pass, into the scratch), on which every tap is a
+//! stride-1 tap of a plane whose rows are as wide as the output's: the first case again.
 
 use core::ops::Range;
 
@@ -34,7 +42,7 @@ use super::blis::{
     NC_MAX,
 };
 use super::lanes::Lanes;
-use crate::par::Parallel;
+use crate::par::{worth_splitting, Parallel, SharedMut};
 use crate::{Activation, Conv2d};
 
 /// The convolution on micro-kernel `K`, for the non-depthwise branches; `res`, a residual
@@ -63,27 +71,13 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
     let cog = p.c_out / p.groups;
     let in_plane = p.h * p.w;
     let out_plane = p.out_h * p.out_w;
-    let k = cig * p.kh * p.kw;
     if out_plane == 0 || cog == 0 {
         return;
     }
     for n in 0..p.batch {
         for g in 0..p.groups {
             let src = &input[(n * p.c_in + g * cig) * in_plane..][..cig * in_plane];
-            let g_out = &mut out[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane];
-            let gemm = blis::Gemm {
-                m: cog,
-                n: out_plane,
-                k,
-                a: &weight[g * cog * k..][..cog * k],
-                lda: k,
-                a_blocked: true,
-                c: g_out,
-                ldc: out_plane,
-                bias: bias.map_or(Bias::None, |b| Bias::Row(&b[g * cog..][..cog])),
-                res: res.map(|r| &r[(n * p.c_out + g * cog) * out_plane..][..cog * out_plane]),
-                act,
-            };
+            let gemm = group_gemm(p, n, g, weight, bias, res, act, out);
             // SAFETY: the caller guarantees the CPU features.
             unsafe {
                 if p.is_pointwise() {
@@ -101,6 +95,40 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
                 }
             }
         }
+    }
+}
+
+/// The GEMM of image `n`, group `g` of `p`: the group's weights (in the blocked layout) times
+/// a right-hand matrix the caller gives, into the group's output planes, with its part of the
+/// bias and of the residual.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the image and the group.
+fn group_gemm<'a>(
+    p: &Conv2d,
+    n: usize,
+    g: usize,
+    weight: &'a [f32],
+    bias: Option<&'a [f32]>,
+    res: Option<&'a [f32]>,
+    act: Activation,
+    out: &'a mut [f32],
+) -> blis::Gemm<'a> {
+    let cog = p.c_out / p.groups;
+    let out_plane = p.out_h * p.out_w;
+    let k = p.c_in / p.groups * p.kh * p.kw;
+    let at = (n * p.c_out + g * cog) * out_plane;
+    blis::Gemm {
+        m: cog,
+        n: out_plane,
+        k,
+        a: &weight[g * cog * k..][..cog * k],
+        lda: k,
+        a_blocked: true,
+        c: &mut out[at..][..cog * out_plane],
+        ldc: out_plane,
+        bias: bias.map_or(Bias::None, |b| Bias::Row(&b[g * cog..][..cog])),
+        res: res.map(|r| &r[at..][..cog * out_plane]),
+        act,
     }
 }
 
@@ -218,6 +246,15 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
             }
         };
 
+        let run = Run {
+            jc,
+            nc,
+            ow,
+            oy_first,
+            oy_last,
+            ox_first,
+        };
+
         // (ci, ky, kx) of row pc, then counted up.
         let taps = p.kh * p.kw;
         let (mut ci, tap) = (pc / taps, pc % taps);
@@ -231,43 +268,8 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
             let row_off = (ky * dh) as isize - pt as isize;
             let col_off = (kx * dw) as isize - pl as isize;
             let off = row_off * p.w as isize + col_off;
-            let start = jc as isize + off;
-            if linear
-                && ys.start <= oy_first
-                && oy_last < ys.end
-                && start >= 0
-                && start as usize + nc <= plane_len
-            {
-                // One run of the plane; then the columns whose input is in the left or right
-                // padding (they read a neighbouring row's edge) become zeros.
-                scatter_row::<NR>(&plane[start as usize..][..nc], pp, kc, dst);
-                if xs.start > 0 || xs.end < ow {
-                    zero_columns::<NR>(dst, pp, kc, nc, ox_first, ow, &xs);
-                }
-            } else if linear {
-                let row = &mut row_all[..nc];
-                // The same run, but the panel reaches output rows whose input row is in the
-                // top or bottom padding, or the run would start before or end after the plane
-                // (those positions are padding columns): copy the part inside, zero the rest.
-                let lo = (ys.start * ow).clamp(jc, jc + nc) - jc;
-                let hi = (ys.end * ow).clamp(jc + lo, jc + nc) - jc;
-                // Row position `d` reads plane index `start + d`; keep that inside the plane.
-                let (lo_i, hi_i) = (lo as isize, hi as isize);
-                let d_lo = (-start).clamp(lo_i, hi_i) as usize;
-                let d_hi = (plane_len as isize - start).clamp(d_lo as isize, hi_i) as usize;
-                let (src_lo, src_hi) = (
-                    (start + d_lo as isize) as usize,
-                    (start + d_hi as isize) as usize,
-                );
-                fill_zero(&mut row[..d_lo]);
-                if d_hi > d_lo {
-                    gather(self.s, &mut row[d_lo..d_hi], &plane[src_lo..src_hi], 1);
-                }
-                fill_zero(&mut row[d_hi..]);
-                if xs.start > 0 || xs.end < ow {
-                    zero_row_columns(row, ox_first, ow, &xs);
-                }
-                scatter_row::<NR>(row, pp, kc, dst);
+            if linear {
+                linear_row::<S, NR>(self.s, plane, off, &ys, &xs, &run, pp, kc, dst, row_all);
             } else {
                 let mut j = 0;
                 let (mut oy, mut ox0) = (oy_first, ox_first);
@@ -317,6 +319,327 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
                 }
             }
         }
+    }
+}
+
+/// A stride-2 convolution's input split into its phases, for [`conv2d_phased`]: phase
+/// `(py, px)` of an input channel is the plane of its elements at rows `2r + py` and columns
+/// `2c + px`, `hp x wp` (`ceil(h / 2) x ceil(w / 2)`, zeros where a phase has one row or
+/// column fewer). Tap `(ky, kx)` of output `(oy, ox)` reads input row `2 oy + ky - pt`, that
+/// is phase row `oy + dy` of phase `py`, with `ky - pt = 2 dy + py`; so on its phase plane
+/// every tap is a stride-1 tap, and when the output is `hp x wp` as well (a 3x3 window with
+/// padding 1, a 1x1 without padding, ResNet's 7x7 stem) an output row is as wide as a phase
+/// row and a panel row of `B` is one run of a phase plane ([`linear_row`]), where on the
+/// input it is a stride-2 gather per output row.
+#[derive(Clone, Copy, Debug)]
+struct Phases {
+    hp: usize,
+    wp: usize,
+    /// Row phases the window reads (`[py = 0, py = 1]`) and column phases.
+    rows: [bool; 2],
+    cols: [bool; 2],
+    /// Floats of one image's (group's) phases: `c_in / groups` times the phases read.
+    len: usize,
+}
+
+impl Phases {
+    /// The phases of `p`, or `None` if it is not a stride-2 convolution whose output is as
+    /// large as a phase, or the scratch (`scratch` floats) cannot hold them.
+    fn new(p: &Conv2d, scratch: usize) -> Option<Phases> {
+        let (hp, wp) = (p.h.div_ceil(2), p.w.div_ceil(2));
+        if p.stride != [2, 2]
+            || p.dilation != [1, 1]
+            || p.out_h != hp
+            || p.out_w != wp
+            || hp == 0
+            || wp == 0
+            || p.kh == 0
+            || p.kw == 0
+        {
+            return None;
+        }
+        let parity = |k: usize, pad: usize| {
+            let mut used = [false; 2];
+            for t in 0..k {
+                used[(t as isize - pad as isize).rem_euclid(2) as usize] = true;
+            }
+            used
+        };
+        let (rows, cols) = (parity(p.kh, p.pad[0]), parity(p.kw, p.pad[1]));
+        let count = |u: [bool; 2]| usize::from(u[0]) + usize::from(u[1]);
+        let len = (p.c_in / p.groups)
+            .checked_mul(count(rows) * count(cols))?
+            .checked_mul(hp.checked_mul(wp)?)?;
+        (len <= scratch).then_some(Phases {
+            hp,
+            wp,
+            rows,
+            cols,
+            len,
+        })
+    }
+
+    #[inline(always)]
+    fn plane(&self) -> usize {
+        self.hp * self.wp
+    }
+
+    /// The phases a channel stores, in order.
+    #[inline(always)]
+    fn slots(&self) -> usize {
+        let count = |u: [bool; 2]| usize::from(u[0]) + usize::from(u[1]);
+        count(self.rows) * count(self.cols)
+    }
+
+    /// Where phase `(py, px)` (one the window reads) lies among a channel's phases.
+    #[inline(always)]
+    fn slot(&self, py: usize, px: usize) -> usize {
+        let nx = usize::from(self.cols[0]) + usize::from(self.cols[1]);
+        let iy = usize::from(py == 1 && self.rows[0]);
+        let ix = usize::from(px == 1 && self.cols[0]);
+        iy * nx + ix
+    }
+
+    /// Writes the phases of input channels `chans` of `src` (`c_in / groups` planes of
+    /// `h x w`) into `dst`, which holds exactly theirs. Inlined into the caller's
+    /// `#[target_feature]` function, like every vector helper here.
+    #[inline(always)]
+    fn split<S: Lanes>(&self, s: S, p: &Conv2d, src: &[f32], chans: Range<usize>, dst: &mut [f32]) {
+        let (h, w, plane) = (p.h, p.w, self.plane());
+        let total = dst.len();
+        for (i, ci) in chans.enumerate() {
+            let input = &src[ci * h * w..][..h * w];
+            for py in (0..2).filter(|&py| self.rows[py]) {
+                for px in (0..2).filter(|&px| self.cols[px]) {
+                    let base = (i * self.slots() + self.slot(py, px)) * plane;
+                    // Phase columns that exist: `2c + px < w`.
+                    let valid = (w - px.min(w)).div_ceil(2);
+                    for r in 0..self.hp {
+                        let at = base + r * self.wp;
+                        let iy = 2 * r + py;
+                        if iy >= h || valid == 0 {
+                            fill_zero(&mut dst[at..at + self.wp]);
+                            continue;
+                        }
+                        let row = &input[iy * w + px..];
+                        // A whole last vector where the rows after this one (rewritten
+                        // later, by this call) leave room for it.
+                        if total - at >= valid + ROW_SLACK {
+                            gather_over(s, &mut dst[at..], valid, row, 2);
+                        } else {
+                            gather(s, &mut dst[at..at + valid], row, 2);
+                        }
+                        fill_zero(&mut dst[at + valid..at + self.wp]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The right-hand matrix of one (image, group) of a stride-2 convolution, read through the
+/// im2col map from the input's phases ([`Phases`]).
+struct Phased<'a, S> {
+    s: S,
+    p: &'a Conv2d,
+    ph: Phases,
+    /// The phases of the group's input channels ([`Phases::split`]).
+    data: &'a [f32],
+}
+
+impl<S: Lanes> PackB for Phased<'_, S> {
+    #[inline(always)]
+    fn pack<const NR: usize>(&self, pc: usize, kc: usize, jc: usize, nc: usize, dst: &mut [f32]) {
+        if kc == 0 || nc == 0 {
+            return;
+        }
+        let (p, ph) = (self.p, &self.ph);
+        let (ow, plane_len) = (p.out_w, ph.plane());
+        debug_assert_eq!(dst.len(), packed_len(kc, nc));
+        let mut row_buf = [0.0f32; NC_MAX + ROW_SLACK];
+        let row_all = &mut row_buf[..nc + ROW_SLACK];
+        let run = Run {
+            jc,
+            nc,
+            ow,
+            oy_first: jc / ow,
+            oy_last: (jc + nc - 1) / ow,
+            ox_first: jc % ow,
+        };
+        // Tap `k` (padding `pad`, `n` phase rows or columns) reads phase `k - pad mod 2` at
+        // offset `d = floor((k - pad) / 2)`; the outputs `o` with `0 <= o + d < n`.
+        let tap = |k: usize, pad: usize, n: usize, out: usize| {
+            let t = k as isize - pad as isize;
+            let d = t.div_euclid(2);
+            let lo = (-d).clamp(0, out as isize) as usize;
+            let hi = (n as isize - d).clamp(lo as isize, out as isize) as usize;
+            (t.rem_euclid(2) as usize, d, lo..hi)
+        };
+        let taps = p.kh * p.kw;
+        for pp in 0..kc {
+            let (ci, t) = ((pc + pp) / taps, (pc + pp) % taps);
+            let (py, dy, ys) = tap(t / p.kw, p.pad[0], ph.hp, p.out_h);
+            let (px, dx, xs) = tap(t % p.kw, p.pad[1], ph.wp, ow);
+            let at = (ci * ph.slots() + ph.slot(py, px)) * plane_len;
+            let plane = &self.data[at..][..plane_len];
+            let off = dy * ph.wp as isize + dx;
+            linear_row::<S, NR>(self.s, plane, off, &ys, &xs, &run, pp, kc, dst, row_all);
+        }
+    }
+}
+
+/// A stride-2 convolution through its input's phases ([`Phases`]), if it takes `p`; returns
+/// whether it did (`false`: nothing written). Per (image, group), the phases are written into
+/// `scratch` (the caller's [`Conv2d::scratch_len`] floats, the im2col matrix, which holds
+/// them), then the GEMM packs its panels from them with one run per panel row, or, for a 1x1
+/// window, reads them as a pointwise convolution reads its input. The products and their
+/// order are the implicit im2col GEMM's, so the output is the same to the bit.
+///
+/// Panics if a slice is shorter than the shapes in `p` require.
+///
+/// # Safety
+///
+/// The CPU has every feature `K` needs; `inline(always)` compiles it inside the caller's
+/// `#[target_feature]` function.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // conv2d's contract plus the vector token, threads, scratch.
+pub(crate) unsafe fn conv2d_phased<K: MicroKernel<NR> + Lanes + Sync, const NR: usize>(
+    s: K,
+    par: &dyn Parallel,
+    p: &Conv2d,
+    input: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    res: Option<&[f32]>,
+    act: Activation,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) -> bool {
+    let Some(ph) = Phases::new(p, scratch.len()) else {
+        return false;
+    };
+    let cig = p.c_in / p.groups;
+    let cog = p.c_out / p.groups;
+    let in_plane = p.h * p.w;
+    let out_plane = p.out_h * p.out_w;
+    let k = cig * p.kh * p.kw;
+    if cog == 0 {
+        return true;
+    }
+    let pointwise = p.kh == 1 && p.kw == 1 && p.pad[0] == 0 && p.pad[1] == 0;
+    for n in 0..p.batch {
+        for g in 0..p.groups {
+            let src = &input[(n * p.c_in + g * cig) * in_plane..][..cig * in_plane];
+            {
+                // The phases by runs of channels, on the threads the GEMM will use.
+                let per = ph.slots() * ph.plane();
+                let tasks = if worth_splitting(par, cog * out_plane * k) {
+                    cig.min(4 * par.threads())
+                } else {
+                    1
+                };
+                let phases = SharedMut::new(&mut scratch[..ph.len]);
+                par.run(tasks, &|t| {
+                    let chans = cig * t / tasks..cig * (t + 1) / tasks;
+                    // SAFETY: task `t` writes only its channels' phases, and `Parallel` runs
+                    // each task once.
+                    let dst = unsafe { phases.part(chans.start * per, chans.len() * per) };
+                    ph.split(s, p, src, chans, dst);
+                });
+            }
+            let data = &scratch[..ph.len];
+            let gemm = group_gemm(p, n, g, weight, bias, res, act, out);
+            // SAFETY: the caller guarantees the CPU features.
+            unsafe {
+                if pointwise {
+                    // The one phase, (0, 0), is the 1x1 window's input: `cig` planes of
+                    // `out_plane` floats.
+                    let b = RowMajor {
+                        data,
+                        ld: out_plane,
+                        in_place: true,
+                    };
+                    run::<K, NR, _>(par, gemm, &b);
+                } else {
+                    run::<K, NR, _>(par, gemm, &Phased { s, p, ph, data });
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Where a panel lies among the output positions: columns `jc..jc + nc` of `B`, output rows
+/// `oy_first..=oy_last` of `ow` columns each, the first starting at column `ox_first`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    jc: usize,
+    nc: usize,
+    ow: usize,
+    oy_first: usize,
+    oy_last: usize,
+    ox_first: usize,
+}
+
+/// Packed row `pp` of a panel whose tap reads `plane[j + off]` for output position `j`
+/// (`oy * ow + ox`), zero where the output row is outside `ys` or the column outside `xs`:
+/// the tap of a stride-1 convolution whose output rows are as wide as the plane's rows (or
+/// of a stride-2 one on a phase plane of the input, [`Phases`]). Inside the plane it is one
+/// run, written straight into the packed layout, and the columns whose input is in the left
+/// or right padding (they read a neighbouring row's edge) become zeros.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // one panel row's geometry; called per row of `k`.
+fn linear_row<S: Lanes, const NR: usize>(
+    s: S,
+    plane: &[f32],
+    off: isize,
+    ys: &Range<usize>,
+    xs: &Range<usize>,
+    g: &Run,
+    pp: usize,
+    kc: usize,
+    dst: &mut [f32],
+    row_all: &mut [f32],
+) {
+    let Run {
+        jc,
+        nc,
+        ow,
+        oy_first,
+        oy_last,
+        ox_first,
+    } = *g;
+    let plane_len = plane.len();
+    let start = jc as isize + off;
+    if ys.start <= oy_first && oy_last < ys.end && start >= 0 && start as usize + nc <= plane_len {
+        scatter_row::<NR>(&plane[start as usize..][..nc], pp, kc, dst);
+        if xs.start > 0 || xs.end < ow {
+            zero_columns::<NR>(dst, pp, kc, nc, ox_first, ow, xs);
+        }
+    } else {
+        let row = &mut row_all[..nc];
+        // The same run, but the panel reaches output rows whose input row is in the top or
+        // bottom padding, or the run would start before or end after the plane (those
+        // positions are padding columns): copy the part inside, zero the rest.
+        let lo = (ys.start * ow).clamp(jc, jc + nc) - jc;
+        let hi = (ys.end * ow).clamp(jc + lo, jc + nc) - jc;
+        // Row position `d` reads plane index `start + d`; keep that inside the plane.
+        let (lo_i, hi_i) = (lo as isize, hi as isize);
+        let d_lo = (-start).clamp(lo_i, hi_i) as usize;
+        let d_hi = (plane_len as isize - start).clamp(d_lo as isize, hi_i) as usize;
+        let (src_lo, src_hi) = (
+            (start + d_lo as isize) as usize,
+            (start + d_hi as isize) as usize,
+        );
+        fill_zero(&mut row[..d_lo]);
+        if d_hi > d_lo {
+            gather(s, &mut row[d_lo..d_hi], &plane[src_lo..src_hi], 1);
+        }
+        fill_zero(&mut row[d_hi..]);
+        if xs.start > 0 || xs.end < ow {
+            zero_row_columns(row, ox_first, ow, xs);
+        }
+        scatter_row::<NR>(row, pp, kc, dst);
     }
 }
 

@@ -4,7 +4,9 @@
 //! pointwise ones on the input as it lies and the rest through the implicit im2col packer
 //! (`avx2::im2col`), with bias and activation in the GEMM's epilogue, except stride-1 ones
 //! with at most 64 output channels, whose GEMM reads a zero-padded copy of the input in place
-//! (`avx2::flat`, in `scratch`); `scratch` also goes to the depthwise kernel.
+//! (`avx2::flat`, in `scratch`), and stride-2 ones whose output is as large as a phase of the
+//! input, whose GEMM reads the input's phases (`avx2::im2col::conv2d_phased`, in `scratch`);
+//! `scratch` also goes to the depthwise kernel.
 
 use super::gemm::{Avx512, NR};
 use crate::arch::x86_64::avx2::im2col::conv2d_gemm;
