@@ -366,7 +366,6 @@ impl Phases {
             used
         };
         let (rows, cols) = (parity(p.kh, p.pad[0]), parity(p.kw, p.pad[1]));
-        let count = |u: [bool; 2]| usize::from(u[0]) + usize::from(u[1]);
         let len = (p.c_in / p.groups)
             .checked_mul(count(rows) * count(cols))?
             .checked_mul(hp.checked_mul(wp)?)?;
@@ -387,14 +386,13 @@ impl Phases {
     /// The phases a channel stores, in order.
     #[inline(always)]
     fn slots(&self) -> usize {
-        let count = |u: [bool; 2]| usize::from(u[0]) + usize::from(u[1]);
         count(self.rows) * count(self.cols)
     }
 
     /// Where phase `(py, px)` (one the window reads) lies among a channel's phases.
     #[inline(always)]
     fn slot(&self, py: usize, px: usize) -> usize {
-        let nx = usize::from(self.cols[0]) + usize::from(self.cols[1]);
+        let nx = count(self.cols);
         let iy = usize::from(py == 1 && self.rows[0]);
         let ix = usize::from(px == 1 && self.cols[0]);
         iy * nx + ix
@@ -435,6 +433,12 @@ impl Phases {
             }
         }
     }
+}
+
+/// How many of the two parities `used` marks.
+#[inline(always)]
+fn count(used: [bool; 2]) -> usize {
+    usize::from(used[0]) + usize::from(used[1])
 }
 
 /// The right-hand matrix of one (image, group) of a stride-2 convolution, read through the
