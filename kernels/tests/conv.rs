@@ -331,7 +331,7 @@ fn conv2d_large_shapes_match_portable() {
         // Output rows long enough for whole-vector stride-2 gathers (8 and 16 lanes).
         conv(6, 41, 10, 3, 2, 1),
         conv(9, 39, 14, 1, 2, 0),
-        // Stride 2 through the input's phases (x86: `avx2::im2col::conv2d_phased`): three
+        // Stride 2 through the input's phases (x86: `avx2::im2col::conv2d_gemm`): three
         // depth blocks of taps over four phase planes of 14x14, and a 1x1 projection that
         // reads its one phase in place (c_out <= c_in, two depth blocks).
         conv(128, 28, 40, 3, 2, 1),

@@ -123,24 +123,10 @@ macro_rules! conv_entries {
             // SAFETY: the features are available (this function's contract).
             unsafe {
                 // A stride-1 convolution the padded-input GEMM takes (small maps, few output
-                // channels: `avx2::flat`), a stride-2 one through its input's phases
-                // (`avx2::im2col::conv2d_phased`), else the implicit im2col GEMM.
+                // channels: `avx2::flat`), else the GEMM per (image, group) of
+                // `avx2::im2col::conv2d_gemm` (stride-2 ones through their input's phases).
                 if crate::arch::x86_64::avx2::flat::conv2d_flat::<$lanes, NR>(
                     par, p, input, weight, bias, res, act, scratch, out,
-                ) {
-                    return;
-                }
-                if crate::arch::x86_64::avx2::im2col::conv2d_phased::<$lanes, NR>(
-                    <$lanes>::new(),
-                    par,
-                    p,
-                    input,
-                    weight,
-                    bias,
-                    res,
-                    act,
-                    scratch,
-                    out,
                 ) {
                     return;
                 }
@@ -153,6 +139,7 @@ macro_rules! conv_entries {
                     bias,
                     res,
                     act,
+                    scratch,
                     out,
                 )
             }

@@ -15,9 +15,9 @@
 //!    it), and it needs no scratch: [`Conv2d::scratch_len`]'s im2col matrix is for the
 //!    portable kernel, and the two branches below borrow it. With AVX-512, whose micro-kernel reads `B` in place, a stride-1
 //!    convolution with few output channels first goes to [`super::flat`], the GEMM on a
-//!    zero-padded copy of the input, which lives in that scratch; on both ISAs a stride-2
-//!    one whose output is as large as a phase of its input goes to
-//!    [`super::im2col::conv2d_phased`], which splits the input into its phases there first.
+//!    zero-padded copy of the input, which lives in that scratch; on both ISAs, for a stride-2
+//!    one whose output is as large as a phase of its input, [`super::im2col::conv2d_gemm`]
+//!    splits the input into its phases there first.
 //!
 //! The weights `[c_out, c_in/g, kh, kw]` are, per group, the `[c_out/g, k]` left-hand matrix,
 //! which the model stored in [`WeightLayout::DepthBlocked`](crate::pack::WeightLayout) when it

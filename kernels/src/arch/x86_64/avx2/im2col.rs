@@ -31,7 +31,7 @@
 //! fourteen 14-wide gathers into a row buffer, and each vector the scatter then reads from
 //! that buffer spans two or three of those stores, which the CPU cannot forward (the packer
 //! took 27 % of Inception-v2's 96 -> 96 3x3 stride-2 layer, AMD EPYC Zen 4). So when its
-//! output is as large as a phase of its input, [`conv2d_phased`] first splits each input
+//! output is as large as a phase of its input, [`conv2d_gemm`] first splits each input
 //! channel into its four phases (one pass, into the scratch), on which every tap is a
 //! stride-1 tap of a plane whose rows are as wide as the output's: the first case again.
 
@@ -46,7 +46,12 @@ use crate::par::{worth_splitting, Parallel, SharedMut};
 use crate::{Activation, Conv2d};
 
 /// The convolution on micro-kernel `K`, for the non-depthwise branches; `res`, a residual
-/// operand laid out as `out`, is added in the GEMM's epilogue.
+/// operand laid out as `out`, is added in the GEMM's epilogue. Per (image, group) the GEMM's
+/// right-hand matrix is the input itself for a pointwise convolution, the input's phases for
+/// a stride-2 one whose output is as large as a phase ([`Phases`], split into `scratch`, the
+/// caller's [`Conv2d::scratch_len`] floats, when they fit), else the implicit im2col matrix.
+/// The phases give the same products in the same order as the im2col packer, so the output
+/// does not depend on how large `scratch` is.
 ///
 /// Panics if a slice is shorter than the shapes in `p` require.
 ///
@@ -65,6 +70,7 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
     bias: Option<&[f32]>,
     res: Option<&[f32]>,
     act: Activation,
+    scratch: &mut [f32],
     out: &mut [f32],
 ) {
     let cig = p.c_in / p.groups;
@@ -74,25 +80,39 @@ pub(crate) unsafe fn conv2d_gemm<K: MicroKernel<NR> + Lanes + Sync, const NR: us
     if out_plane == 0 || cog == 0 {
         return;
     }
+    let phases = Phases::new(p, scratch.len());
     for n in 0..p.batch {
         for g in 0..p.groups {
             let src = &input[(n * p.c_in + g * cig) * in_plane..][..cig * in_plane];
             let gemm = group_gemm(p, n, g, weight, bias, res, act, out);
-            // SAFETY: the caller guarantees the CPU features.
-            unsafe {
-                if p.is_pointwise() {
-                    run::<K, NR, _>(
-                        par,
-                        gemm,
-                        &RowMajor {
-                            data: src,
-                            ld: in_plane,
-                            in_place: true,
-                        },
-                    );
+            if p.is_pointwise() {
+                let b = RowMajor {
+                    data: src,
+                    ld: in_plane,
+                    in_place: true,
+                };
+                // SAFETY: the caller guarantees the CPU features.
+                unsafe { run::<K, NR, _>(par, gemm, &b) };
+            } else if let Some(ph) = phases {
+                let work = cog * out_plane * cig * p.kh * p.kw;
+                let data = ph.split_par(s, par, p, src, work, scratch);
+                if p.kh == 1 && p.kw == 1 && p.pad[0] == 0 && p.pad[1] == 0 {
+                    // A 1x1 window without padding reads phase (0, 0) as a pointwise
+                    // convolution reads its input: `cig` planes of `out_plane` floats.
+                    let b = RowMajor {
+                        data,
+                        ld: out_plane,
+                        in_place: true,
+                    };
+                    // SAFETY: the caller guarantees the CPU features.
+                    unsafe { run::<K, NR, _>(par, gemm, &b) };
                 } else {
-                    run::<K, NR, _>(par, gemm, &Im2col { s, p, src });
+                    // SAFETY: the caller guarantees the CPU features.
+                    unsafe { run::<K, NR, _>(par, gemm, &Phased { s, p, ph, data }) };
                 }
+            } else {
+                // SAFETY: the caller guarantees the CPU features.
+                unsafe { run::<K, NR, _>(par, gemm, &Im2col { s, p, src }) };
             }
         }
     }
@@ -322,7 +342,7 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
     }
 }
 
-/// A stride-2 convolution's input split into its phases, for [`conv2d_phased`]: phase
+/// A stride-2 convolution's input split into its phases, for [`conv2d_gemm`]: phase
 /// `(py, px)` of an input channel is the plane of its elements at rows `2r + py` and columns
 /// `2c + px`, `hp x wp` (`ceil(h / 2) x ceil(w / 2)`, zeros where a phase has one row or
 /// column fewer). Tap `(ky, kx)` of output `(oy, ox)` reads input row `2 oy + ky - pt`, that
@@ -396,6 +416,36 @@ impl Phases {
         let iy = usize::from(py == 1 && self.rows[0]);
         let ix = usize::from(px == 1 && self.cols[0]);
         iy * nx + ix
+    }
+
+    /// Writes the phases of all of `src`'s channels into the front of `scratch`, by runs of
+    /// channels on the threads a GEMM of `work` multiply-adds will use, and returns them.
+    #[inline(always)]
+    fn split_par<'s, S: Lanes + Sync>(
+        &self,
+        s: S,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        src: &[f32],
+        work: usize,
+        scratch: &'s mut [f32],
+    ) -> &'s [f32] {
+        let cig = p.c_in / p.groups;
+        let per = self.slots() * self.plane();
+        let tasks = if worth_splitting(par, work) {
+            cig.min(4 * par.threads())
+        } else {
+            1
+        };
+        let phases = SharedMut::new(&mut scratch[..self.len]);
+        par.run(tasks, &|t| {
+            let chans = cig * t / tasks..cig * (t + 1) / tasks;
+            // SAFETY: task `t` writes only its channels' phases, and `Parallel` runs each
+            // task once.
+            let dst = unsafe { phases.part(chans.start * per, chans.len() * per) };
+            self.split(s, p, src, chans, dst);
+        });
+        &scratch[..self.len]
     }
 
     /// Writes the phases of input channels `chans` of `src` (`c_in / groups` planes of
@@ -490,87 +540,6 @@ impl<S: Lanes> PackB for Phased<'_, S> {
             linear_row::<S, NR>(self.s, plane, off, &ys, &xs, &run, pp, kc, dst, row_all);
         }
     }
-}
-
-/// A stride-2 convolution through its input's phases ([`Phases`]), if it takes `p`; returns
-/// whether it did (`false`: nothing written). Per (image, group), the phases are written into
-/// `scratch` (the caller's [`Conv2d::scratch_len`] floats, the im2col matrix, which holds
-/// them), then the GEMM packs its panels from them with one run per panel row, or, for a 1x1
-/// window, reads them as a pointwise convolution reads its input. The products and their
-/// order are the implicit im2col GEMM's, so the output is the same to the bit.
-///
-/// Panics if a slice is shorter than the shapes in `p` require.
-///
-/// # Safety
-///
-/// The CPU has every feature `K` needs; `inline(always)` compiles it inside the caller's
-/// `#[target_feature]` function.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)] // conv2d's contract plus the vector token, threads, scratch.
-pub(crate) unsafe fn conv2d_phased<K: MicroKernel<NR> + Lanes + Sync, const NR: usize>(
-    s: K,
-    par: &dyn Parallel,
-    p: &Conv2d,
-    input: &[f32],
-    weight: &[f32],
-    bias: Option<&[f32]>,
-    res: Option<&[f32]>,
-    act: Activation,
-    scratch: &mut [f32],
-    out: &mut [f32],
-) -> bool {
-    let Some(ph) = Phases::new(p, scratch.len()) else {
-        return false;
-    };
-    let cig = p.c_in / p.groups;
-    let cog = p.c_out / p.groups;
-    let in_plane = p.h * p.w;
-    let out_plane = p.out_h * p.out_w;
-    let k = cig * p.kh * p.kw;
-    if cog == 0 {
-        return true;
-    }
-    let pointwise = p.kh == 1 && p.kw == 1 && p.pad[0] == 0 && p.pad[1] == 0;
-    for n in 0..p.batch {
-        for g in 0..p.groups {
-            let src = &input[(n * p.c_in + g * cig) * in_plane..][..cig * in_plane];
-            {
-                // The phases by runs of channels, on the threads the GEMM will use.
-                let per = ph.slots() * ph.plane();
-                let tasks = if worth_splitting(par, cog * out_plane * k) {
-                    cig.min(4 * par.threads())
-                } else {
-                    1
-                };
-                let phases = SharedMut::new(&mut scratch[..ph.len]);
-                par.run(tasks, &|t| {
-                    let chans = cig * t / tasks..cig * (t + 1) / tasks;
-                    // SAFETY: task `t` writes only its channels' phases, and `Parallel` runs
-                    // each task once.
-                    let dst = unsafe { phases.part(chans.start * per, chans.len() * per) };
-                    ph.split(s, p, src, chans, dst);
-                });
-            }
-            let data = &scratch[..ph.len];
-            let gemm = group_gemm(p, n, g, weight, bias, res, act, out);
-            // SAFETY: the caller guarantees the CPU features.
-            unsafe {
-                if pointwise {
-                    // The one phase, (0, 0), is the 1x1 window's input: `cig` planes of
-                    // `out_plane` floats.
-                    let b = RowMajor {
-                        data,
-                        ld: out_plane,
-                        in_place: true,
-                    };
-                    run::<K, NR, _>(par, gemm, &b);
-                } else {
-                    run::<K, NR, _>(par, gemm, &Phased { s, p, ph, data });
-                }
-            }
-        }
-    }
-    true
 }
 
 /// Where a panel lies among the output positions: columns `jc..jc + nc` of `B`, output rows

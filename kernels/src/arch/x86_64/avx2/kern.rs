@@ -848,8 +848,9 @@ mod tests {
             let (x, w, b) = (&input[..], &weight[..], Some(&bias[..]));
             // SAFETY: the emulation needs no CPU features.
             unsafe {
-                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, None, act, &mut got8);
-                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, None, act, &mut got16);
+                let sc = &mut scratch;
+                conv2d_gemm::<Emu<8>, 16>(Emu, &Serial, &p, x, w, b, None, act, sc, &mut got8);
+                conv2d_gemm::<Emu<16>, 32>(Emu, &Serial, &p, x, w, b, None, act, sc, &mut got16);
             }
             close(&got8, &want, &std::format!("emu8 {p:?}"));
             close(&got16, &want, &std::format!("emu16 {p:?}"));

@@ -5,7 +5,7 @@
 //! (`avx2::im2col`), with bias and activation in the GEMM's epilogue, except stride-1 ones
 //! with at most 64 output channels, whose GEMM reads a zero-padded copy of the input in place
 //! (`avx2::flat`, in `scratch`), and stride-2 ones whose output is as large as a phase of the
-//! input, whose GEMM reads the input's phases (`avx2::im2col::conv2d_phased`, in `scratch`);
+//! input, whose GEMM reads the input's phases (`avx2::im2col::conv2d_gemm`, in `scratch`);
 //! `scratch` also goes to the depthwise kernel.
 
 use super::gemm::{Avx512, NR};
@@ -113,6 +113,7 @@ mod tests {
                         Some(&bias),
                         res,
                         act,
+                        &mut [],
                         &mut want,
                     );
                     conv2d_flat::<Avx512, NR>(
