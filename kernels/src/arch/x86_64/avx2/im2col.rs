@@ -443,7 +443,7 @@ impl Phases {
             // SAFETY: task `t` writes only its channels' phases, and `Parallel` runs each
             // task once.
             let dst = unsafe { phases.part(chans.start * per, chans.len() * per) };
-            self.split(s, p, src, chans, dst);
+            s.with_features(|s| self.split(s, p, src, chans, dst));
         });
         &scratch[..self.len]
     }

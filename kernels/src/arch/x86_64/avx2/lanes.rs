@@ -89,6 +89,12 @@ pub(crate) trait Lanes: Copy {
     unsafe fn store(self, p: *mut f32, v: Self::V);
     /// Hints that the cache line at `p` will be read soon; never faults.
     fn prefetch(self, p: *const f32);
+    /// Runs `f(self)` inside a function compiled with this ISA's features. A closure does
+    /// not inherit the features of the function it is written in when that function only
+    /// inherits them by being inlined (`inline(always)` into a `#[target_feature]` entry),
+    /// so the vector methods a closure calls (a task given to `Parallel::run`) compiled to
+    /// calls of the intrinsics' out-of-line copies; inside this they inline.
+    fn with_features<F: FnOnce(Self)>(self, f: F);
 }
 
 /// The activations computed in registers, with [`Activation::apply`]'s semantics exactly
@@ -266,6 +272,19 @@ impl Lanes for Avx2 {
         // SAFETY: SSE is baseline on x86_64 and a prefetch never faults.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
     }
+    #[inline(always)]
+    fn with_features<F: FnOnce(Self)>(self, f: F) {
+        /// # Safety
+        ///
+        /// The CPU has AVX2 and FMA.
+        #[target_feature(enable = "avx2,fma")]
+        #[inline(never)]
+        unsafe fn run<F: FnOnce(Avx2)>(s: Avx2, f: F) {
+            f(s)
+        }
+        // SAFETY: the token exists only if the CPU has AVX2 and FMA.
+        unsafe { run(self, f) }
+    }
 }
 
 /// A scalar emulation of an `N`-lane vector unit with x86 semantics, so the generic kernels
@@ -343,4 +362,7 @@ impl<const N: usize> Lanes for Emu<N> {
         }
     }
     fn prefetch(self, _: *const f32) {}
+    fn with_features<F: FnOnce(Self)>(self, f: F) {
+        f(self)
+    }
 }

@@ -155,6 +155,19 @@ impl Lanes for Avx512 {
         // SAFETY: SSE is baseline on x86_64 and a prefetch never faults.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
     }
+    #[inline(always)]
+    fn with_features<F: FnOnce(Self)>(self, f: F) {
+        /// # Safety
+        ///
+        /// The CPU has AVX-512F, AVX2 and FMA.
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        #[inline(never)]
+        unsafe fn run<F: FnOnce(Avx512)>(s: Avx512, f: F) {
+            f(s)
+        }
+        // SAFETY: the token exists only if the CPU has AVX-512F (and AVX2 and FMA).
+        unsafe { run(self, f) }
+    }
 }
 
 /// `$f::<R>(t)` for `R = t.rows` (1 to 12; the tiles and dot products are compiled per row
