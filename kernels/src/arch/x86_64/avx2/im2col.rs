@@ -42,6 +42,7 @@ use super::blis::{
     NC_MAX,
 };
 use super::lanes::Lanes;
+use crate::arch::x86_64::simd::vector::array;
 use crate::par::{worth_splitting, Parallel, SharedMut};
 use crate::{Activation, Conv2d};
 
@@ -220,8 +221,8 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
         let (ow, plane_len) = (p.out_w, p.h * p.w);
         debug_assert_eq!(dst.len(), packed_len(kc, nc));
         // The valid output rows / columns of each tap, once per panel (they cost divisions).
-        let mut ys_tab: [Range<usize>; TAB] = core::array::from_fn(|_| 0..0);
-        let mut xs_tab: [Range<usize>; TAB] = core::array::from_fn(|_| 0..0);
+        let mut ys_tab: [Range<usize>; TAB] = array(|_| 0..0);
+        let mut xs_tab: [Range<usize>; TAB] = array(|_| 0..0);
         for (ky, ys) in ys_tab.iter_mut().enumerate().take(p.kh) {
             *ys = valid_range(p.out_h, p.h, pt, ky * dh, sh);
         }

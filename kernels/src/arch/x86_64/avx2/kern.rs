@@ -27,6 +27,7 @@
 
 use super::blis::{Tile, TileBias};
 use super::lanes::{act_vec, scalar_act, Lanes};
+use crate::arch::x86_64::simd::vector::array;
 use crate::len::holds;
 use crate::Activation;
 
@@ -313,7 +314,7 @@ unsafe fn dot_group<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile, j0
     let n = S::N;
     let kc = t.kc;
     let mut acc = [[s.zero(); W]; R];
-    let cols: [*const f32; W] = core::array::from_fn(|w| t.b.wrapping_add((j0 + w) * kc));
+    let cols: [*const f32; W] = array(|w| t.b.wrapping_add((j0 + w) * kc));
     let mut p = 0;
     while p + n <= kc {
         if !t.a_next.is_null() && p % 16 == 0 {
@@ -323,7 +324,7 @@ unsafe fn dot_group<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile, j0
         }
         // SAFETY: `p + N <= kc`: inside every sliver row and tail column.
         unsafe {
-            let bv: [S::V; W] = core::array::from_fn(|w| s.load(cols[w].add(p)));
+            let bv: [S::V; W] = array(|w| s.load(cols[w].add(p)));
             for i in 0..R {
                 let ai = s.load(t.a.add(i * t.lda + p));
                 for w in 0..W {
@@ -337,7 +338,7 @@ unsafe fn dot_group<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile, j0
         let left = kc - p;
         // SAFETY: only `p..kc` of every row and column is read.
         unsafe {
-            let bv: [S::V; W] = core::array::from_fn(|w| s.load_first(cols[w].add(p), left));
+            let bv: [S::V; W] = array(|w| s.load_first(cols[w].add(p), left));
             for i in 0..R {
                 let ai = s.load_first(t.a.add(i * t.lda + p), left);
                 for w in 0..W {
@@ -416,7 +417,7 @@ pub(crate) unsafe fn dense_block<S: Lanes, const RB: usize, const O: usize, cons
             let q = p + n * u;
             // SAFETY: `q + N <= n_in`, inside every row.
             unsafe {
-                let xs: [S::V; RB] = core::array::from_fn(|r| s.load(d.x.add(r * len + q)));
+                let xs: [S::V; RB] = array(|r| s.load(d.x.add(r * len + q)));
                 for o in 0..O {
                     let wv = s.load(d.w.add(o * len + q));
                     for r in 0..RB {
@@ -431,7 +432,7 @@ pub(crate) unsafe fn dense_block<S: Lanes, const RB: usize, const O: usize, cons
         let left = (len - p).min(n);
         // SAFETY: only `p..p + left <= n_in` of every row is read.
         unsafe {
-            let xs: [S::V; RB] = core::array::from_fn(|r| {
+            let xs: [S::V; RB] = array(|r| {
                 if left == n {
                     s.load(d.x.add(r * len + p))
                 } else {

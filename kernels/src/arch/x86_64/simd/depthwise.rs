@@ -88,7 +88,7 @@
 
 use super::eltwise;
 use super::math::{specialise_cheap, Act};
-use super::vector::{Job, Simd};
+use super::vector::{array, Job, Simd};
 use crate::arch::portable;
 use crate::params::{depthwise_band, DepthwiseBand};
 use crate::{Activation, Conv2d};
@@ -338,7 +338,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
         let groups = ow.div_ceil(C * lanes);
         let ox = |j: usize| -> [usize; C] {
             let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
-            core::array::from_fn(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
+            array(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
         };
         let (in_plane, out_plane) = (h * w, oh * ow);
         let planes = out.len() / out_plane;

@@ -41,7 +41,7 @@
 use super::depthwise::{planar_shape, store_block, Data};
 use super::eltwise;
 use super::math::{specialise_cheap, Act};
-use super::vector::{Job, Simd};
+use super::vector::{array, Job, Simd};
 use crate::{Activation, Conv2d};
 
 /// The widest output plane (columns) read in place; see the module doc for the measurements.
@@ -241,7 +241,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
         let groups = ow.div_ceil(C * lanes);
         let ox = |j: usize| -> [usize; C] {
             let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
-            core::array::from_fn(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
+            array(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
         };
         let (in_plane, out_plane) = (h * w, oh * ow);
         let planes = out.len() / out_plane;
@@ -264,8 +264,8 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
                 let ox = ox(j);
                 // Tap `kx` of lane `l` of chunk `c` reads image column
                 // `ox[c] + l + kx - pad_left`, which must be in `0..read_w`.
-                let masks: [[S::M; K]; C] = core::array::from_fn(|c| {
-                    core::array::from_fn(|kx| {
+                let masks: [[S::M; K]; C] = array(|c| {
+                    array(|kx| {
                         let lo = pad_left.saturating_sub(ox[c] + kx).min(lanes);
                         let hi = (read_w + pad_left).saturating_sub(ox[c] + kx).min(lanes);
                         s.mask_range(lo, hi.max(lo))
@@ -279,7 +279,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const R: usize, const C: usize> Job<S>
                 });
                 for i in 0..blocks {
                     let oy = oy0(i);
-                    let rows: [*const f32; MAX_IN_ROWS] = core::array::from_fn(|t| {
+                    let rows: [*const f32; MAX_IN_ROWS] = array(|t| {
                         let y = (oy + t).wrapping_sub(pad_top);
                         if y < h {
                             src.wrapping_add(y * w)

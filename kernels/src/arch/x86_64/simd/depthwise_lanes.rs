@@ -52,7 +52,7 @@
 
 use super::eltwise;
 use super::math::{specialise_cheap, Act};
-use super::vector::{Job, LanesJob, Simd};
+use super::vector::{array, Job, LanesJob, Simd};
 use crate::params::{lanes_band, LanesBand, DEPTHWISE_MAX_LANES};
 use crate::{Activation, Conv2d};
 
@@ -265,9 +265,9 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize> LanesJob<S> for Conv<'
         let offsets = |q: usize, valid: usize| -> [usize; L] {
             if tabulated {
                 let t = &table[q..q + L];
-                core::array::from_fn(|j| t[j] as usize)
+                array(|j| t[j] as usize)
             } else {
-                core::array::from_fn(|j| {
+                array(|j| {
                     let q = q + j.min(valid - 1);
                     ((q / ow) * ST * width + (q % ow) * ST) * L
                 })
@@ -336,8 +336,7 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize> LanesJob<S> for Conv<'
                         } else {
                             // Spans rows, or is the band's last, partial chunk.
                             let offs = offsets(q, valid);
-                            let ptrs: [*const f32; L] =
-                                core::array::from_fn(|j| buf_r.wrapping_add(offs[j]));
+                            let ptrs: [*const f32; L] = array(|j| buf_r.wrapping_add(offs[j]));
                             // SAFETY: see the bounds above, and the table's comment for the
                             // lanes past the band's outputs.
                             unsafe { windows::<S, K, L>(s, &wt, &ptrs, width, &mut acc) };
@@ -443,7 +442,7 @@ unsafe fn copy_row<S: Simd, const L: usize>(
     let mut x = 0;
     while x + L <= n {
         // SAFETY: `x + L <= n` columns of each plane's row.
-        let mut v: [S::V; L] = core::array::from_fn(|l| unsafe { s.load_ptr(src[l].add(at + x)) });
+        let mut v: [S::V; L] = array(|l| unsafe { s.load_ptr(src[l].add(at + x)) });
         s.transpose(&mut v);
         for (j, &p) in v.iter().enumerate() {
             // SAFETY: pixel `x + j < n` of the buffer row.
@@ -454,8 +453,7 @@ unsafe fn copy_row<S: Simd, const L: usize>(
     if x < n {
         let m = s.mask_range(0, n - x);
         // SAFETY: the mask selects the columns below `n`.
-        let mut v: [S::V; L] =
-            core::array::from_fn(|l| unsafe { s.load_masked_ptr(src[l].add(at + x), m) });
+        let mut v: [S::V; L] = array(|l| unsafe { s.load_masked_ptr(src[l].add(at + x), m) });
         s.transpose(&mut v);
         for (j, &p) in v.iter().enumerate().take(n - x) {
             // SAFETY: pixel `x + j < n` of the buffer row.

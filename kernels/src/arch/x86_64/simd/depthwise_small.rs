@@ -65,7 +65,7 @@
 use super::depthwise::Data;
 use super::eltwise;
 use super::math::{specialise_cheap, Act};
-use super::vector::{Job, Simd};
+use super::vector::{array, Job, Simd};
 use crate::{Activation, Conv2d};
 
 /// The largest window side (the index vectors are per window column).
@@ -298,11 +298,10 @@ impl<S: Simd, A: Act<S>, const K: usize, const ST: usize, const R: usize, const 
         let g = data.g;
         let (h, w, oh, ow, l) = (g.h, g.w, g.oh, g.ow, S::LANES);
         debug_assert!(g.k == K && g.stride == ST && C == ow.div_ceil(l) && R <= oh);
-        let taps: [[S::I; K]; C] =
-            core::array::from_fn(|c| core::array::from_fn(|kx| s.indices(&g.taps[c][kx])));
+        let taps: [[S::I; K]; C] = array(|c| array(|kx| s.indices(&g.taps[c][kx])));
         let lo_mask = s.mask_range(0, w.min(l));
         let hi_mask = s.mask_range(0, w.saturating_sub(l));
-        let out_mask: [S::M; C] = core::array::from_fn(|c| s.mask_range(0, (ow - c * l).min(l)));
+        let out_mask: [S::M; C] = array(|c| s.mask_range(0, (ow - c * l).min(l)));
         let zeros = [0.0f32; 32];
         debug_assert!(w < 2 * l && 2 * l <= zeros.len());
         let (in_plane, out_plane) = (h * w, oh * ow);
@@ -399,7 +398,7 @@ unsafe fn step<
         (lo, hi)
     };
     for c in 0..C {
-        let tap: [S::V; K] = core::array::from_fn(|kx| s.permute2(ctx.taps[c][kx], lo, hi));
+        let tap: [S::V; K] = array(|kx| s.permute2(ctx.taps[c][kx], lo, hi));
         for (r, acc) in acc.iter_mut().enumerate() {
             if T >= r * ST && T - r * ST < K {
                 let ky = T - r * ST;
@@ -483,9 +482,9 @@ impl<
                 let mut first = 0;
                 while first < pairs {
                     let base = first.min(pairs - R);
-                    let offs: [[(usize, usize); K]; R] = core::array::from_fn(|i| {
+                    let offs: [[(usize, usize); K]; R] = array(|i| {
                         let (r0, r1) = rows_of(base + i);
-                        core::array::from_fn(|ky| {
+                        array(|ky| {
                             (
                                 row_offset(Some(r0 * ST + ky), g),
                                 row_offset(Some(r1 * ST + ky), g),
@@ -664,11 +663,11 @@ fn combine_indices<S: Simd, const K: usize, const ST: usize, const ODD: bool, co
     pad_left: usize,
 ) -> [S::I; MAX_K] {
     let l = S::LANES;
-    let mut lane_of: [u32; 16] = core::array::from_fn(|m| m as u32);
+    let mut lane_of: [u32; 16] = array(|m| m as u32);
     if ST == 2 {
         // Where `P` puts each memory lane: deinterleave the numbers 0..2L; lane `p` of the
         // evens holds `2 m` for the memory lane `m` it carries.
-        let iota: [f32; 32] = core::array::from_fn(|i| i as f32);
+        let iota: [f32; 32] = array(|i| i as f32);
         let (even, _) = s.deinterleave(s.load(&iota), s.load(&iota[l..]));
         let mut lanes = [0.0f32; 16];
         s.store(&mut lanes, even);
@@ -677,7 +676,7 @@ fn combine_indices<S: Simd, const K: usize, const ST: usize, const ODD: bool, co
         }
     }
     let seg = if PAIRS { l / 2 } else { l };
-    core::array::from_fn(|g| {
+    array(|g| {
         let shift = if ST == 1 {
             g as isize - pad_left as isize
         } else {
@@ -707,7 +706,7 @@ fn block_rows<const K: usize, const ST: usize, const R: usize>(
     debug_assert!(src.len() == g.h * g.w);
     // `iy` wraps below zero to a huge value, which the `< h` check rejects.
     let first = (base * ST).wrapping_sub(g.pad_top);
-    core::array::from_fn(|t| {
+    array(|t| {
         let iy = first.wrapping_add(t);
         if iy < g.h && t < (R - 1) * ST + K {
             src.as_ptr().wrapping_add(iy * g.w)
@@ -749,6 +748,6 @@ fn weights<S: Simd, const K: usize>(
 ) -> ([[S::V; K]; K], S::V) {
     let ch = plane % data.c;
     let wk = &data.weight[ch * K * K..][..K * K];
-    let wv = core::array::from_fn(|ky| core::array::from_fn(|kx| s.splat(wk[ky * K + kx])));
+    let wv = array(|ky| array(|kx| s.splat(wk[ky * K + kx])));
     (wv, s.splat(data.bias.map_or(0.0, |b| b[ch])))
 }

@@ -57,7 +57,7 @@
 use super::depthwise::{store_block, Data};
 use super::eltwise;
 use super::math::{specialise_cheap, Act};
-use super::vector::{Job, Simd};
+use super::vector::{array, Job, Simd};
 use crate::params::lanes_band;
 use crate::{Activation, Conv2d};
 
@@ -257,7 +257,7 @@ impl<S: Simd, A: Act<S>, const R: usize, const C: usize> Job<S> for Planes<'_, '
         let groups = ow.div_ceil(C * lanes);
         let ox = |j: usize| -> [usize; C] {
             let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
-            core::array::from_fn(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
+            array(|c| (first + c * lanes).min(ow.saturating_sub(lanes)))
         };
         let (in_plane, out_plane) = (h * w, oh * ow);
         let planes = out.len() / out_plane;
@@ -277,9 +277,8 @@ impl<S: Simd, A: Act<S>, const R: usize, const C: usize> Job<S> for Planes<'_, '
             for j in 0..groups {
                 let ox = ox(j);
                 // `x0[c] = 2 * ox[c] - pad_left`, as a signed column (`pad_left < K`).
-                let x0: [isize; C] =
-                    core::array::from_fn(|c| (2 * ox[c]) as isize - pad_left as isize);
-                let masks: [[S::M; LOADS]; C] = core::array::from_fn(|c| load_masks(s, x0[c], w));
+                let x0: [isize; C] = array(|c| (2 * ox[c]) as isize - pad_left as isize);
+                let masks: [[S::M; LOADS]; C] = array(|c| load_masks(s, x0[c], w));
                 // Bit `c`: chunk `c` reads a column outside the image, so it loads through
                 // masks.
                 let edge = x0.iter().enumerate().fold(0u8, |e, (c, &x)| {
@@ -287,7 +286,7 @@ impl<S: Simd, A: Act<S>, const R: usize, const C: usize> Job<S> for Planes<'_, '
                 });
                 for i in 0..blocks {
                     let oy = oy0(i);
-                    let rows: [*const f32; MAX_IN_ROWS] = core::array::from_fn(|t| {
+                    let rows: [*const f32; MAX_IN_ROWS] = array(|t| {
                         let y = (2 * oy + t).wrapping_sub(pad_top);
                         if y < h {
                             src.wrapping_add(y * w)
@@ -402,7 +401,7 @@ unsafe fn input_row<S: Simd, const R: usize, const C: usize, const T: usize, con
 #[inline(always)]
 fn load_masks<S: Simd>(s: S, x0: isize, w: usize) -> [S::M; LOADS] {
     let lanes = S::LANES;
-    core::array::from_fn(|d| {
+    array(|d| {
         let n = if d + 1 == LOADS { K - 1 } else { lanes };
         inside_mask(s, x0 + (d * lanes) as isize, n, w)
     })
@@ -422,9 +421,7 @@ fn inside_mask<S: Simd>(s: S, at: isize, n: usize, w: usize) -> S::M {
 #[inline(always)]
 pub(super) fn load_masks_n<S: Simd, const N: usize>(s: S, x0: isize, w: usize) -> [S::M; N] {
     let lanes = S::LANES;
-    core::array::from_fn(|d| {
-        inside_mask(s, x0 + (2 * (d / 2) + (d % 2) * lanes) as isize, lanes, w)
-    })
+    array(|d| inside_mask(s, x0 + (2 * (d / 2) + (d % 2) * lanes) as isize, lanes, w))
 }
 
 /// Whether a chunk's loads ([`taps`]) from column `x0` read a column outside `0..w`, so the

@@ -30,7 +30,7 @@
 //! the 2x2 average pool 1.5 -> 3.8.
 
 use super::pool::{window, Reduce};
-use super::vector::Simd;
+use super::vector::{array, Simd};
 use crate::Pool2d;
 
 /// The widest window handled (the index vectors are per window column).
@@ -88,9 +88,8 @@ pub(super) fn pool<S: Simd, R: Reduce<S>>(
         let (cols, padded) = window(ox, sw, kw, pl, w, pr);
         col_factor[c][lane] = r.count_factor(cols.len(), padded) as f32;
     }
-    let taps: [[S::I; KW_MAX]; 2] =
-        core::array::from_fn(|c| core::array::from_fn(|kx| s.indices(&taps[c][kx])));
-    let col_factor: [S::V; 2] = core::array::from_fn(|c| s.load(&col_factor[c]));
+    let taps: [[S::I; KW_MAX]; 2] = array(|c| array(|kx| s.indices(&taps[c][kx])));
+    let col_factor: [S::V; 2] = array(|c| s.load(&col_factor[c]));
 
     let g = Geometry {
         p,
@@ -139,7 +138,7 @@ fn planes<S: Simd, R: Reduce<S>, const C: usize, const KW: usize>(
     let lo_mask = s.mask_range(0, w.min(l));
     let hi_mask = s.mask_range(0, w.saturating_sub(l));
     let no_nan = s.is_nan(fill);
-    let out_mask: [S::M; C] = core::array::from_fn(|c| s.mask_range(0, (ow - c * l).min(l)));
+    let out_mask: [S::M; C] = array(|c| s.mask_range(0, (ow - c * l).min(l)));
     // Groups of planes that fit in L1 together; in a group, output rows outer and planes
     // inner: a row's window is worked out once for the group, and consecutive folds are
     // independent chains.
@@ -151,7 +150,7 @@ fn planes<S: Simd, R: Reduce<S>, const C: usize, const KW: usize>(
         for oy in 0..p.out_h {
             let (rows, padded_rows) = window(oy, sh, p.kh, pt, p.h, pb);
             let row_factor = s.splat(r.count_factor(rows.len(), padded_rows) as f32);
-            let counts: [S::V; C] = core::array::from_fn(|c| s.mul(g.col_factor[c], row_factor));
+            let counts: [S::V; C] = array(|c| s.mul(g.col_factor[c], row_factor));
             for plane in group.clone() {
                 let src = &input[plane * in_plane..][..in_plane];
                 let mut acc = [r.init(s); C];

@@ -49,7 +49,7 @@
 use super::depthwise_stride2::{load_masks_n, reads_outside_k, taps_n};
 use super::eltwise;
 use super::math::{specialise_cheap, Act, Ident};
-use super::vector::{Job, Simd};
+use super::vector::{array, Job, Simd};
 use crate::arch::portable::epilogue::add_residual;
 use crate::pack::depth_blocks;
 use crate::par::{worth_splitting, Parallel, SharedMut};
@@ -344,7 +344,7 @@ impl<S: Simd, A: Act<S>, const CO: usize, const C: usize, const K: usize, const 
         // Input row `ci * K + ky` of output row `oy`, or null outside the image.
         let rows = |n: usize, oy: usize| -> [*const f32; MAX_ROWS] {
             let src = src0.wrapping_add(n * c_in * in_plane);
-            core::array::from_fn(|t| {
+            array(|t| {
                 let (ci, ky) = (t / K, t % K);
                 let y = (2 * oy + ky).wrapping_sub(pad_top);
                 if ci < c_in && y < h {
@@ -444,10 +444,9 @@ impl<const CO: usize, const C: usize, const K: usize, const N: usize> Row<CO, C,
         let groups = ow.div_ceil(C * lanes);
         for j in 0..groups {
             let first = (j * C * lanes).min(ow.saturating_sub(C * lanes));
-            let ox: [usize; C] = core::array::from_fn(|c| (first + c * lanes).min(ow - lanes));
+            let ox: [usize; C] = array(|c| (first + c * lanes).min(ow - lanes));
             // `x0[c] = 2 * ox[c] - pad_left`, as a signed column (`pad_left < K`).
-            let x0: [isize; C] =
-                core::array::from_fn(|c| (2 * ox[c]) as isize - self.pad_left as isize);
+            let x0: [isize; C] = array(|c| (2 * ox[c]) as isize - self.pad_left as isize);
             // Whether a chunk reads a column outside the image, so the group loads through
             // masks.
             let edge = x0.iter().any(|&x| reads_outside_k::<S, K>(x, w));
@@ -455,7 +454,7 @@ impl<const CO: usize, const C: usize, const K: usize, const N: usize> Row<CO, C,
             // and an inner group reads only such columns.
             unsafe {
                 if edge {
-                    let masks: [[S::M; N]; C] = core::array::from_fn(|c| load_masks_n(s, x0[c], w));
+                    let masks: [[S::M; N]; C] = array(|c| load_masks_n(s, x0[c], w));
                     block::<S, A, CO, C, K, N, true>(
                         s,
                         act,
@@ -523,7 +522,7 @@ unsafe fn block<
     out: *mut f32,
 ) {
     debug_assert!(wt.len() >= c_in * K * K);
-    let mut acc: [[S::V; C]; CO] = core::array::from_fn(|co| [s.splat(bias[co]); C]);
+    let mut acc: [[S::V; C]; CO] = array(|co| [s.splat(bias[co]); C]);
     for ci in 0..c_in {
         for ky in 0..K {
             let row = rows[ci * K + ky];

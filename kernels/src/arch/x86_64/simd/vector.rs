@@ -27,6 +27,25 @@
 
 use core::arch::x86_64::*;
 
+/// `[f(0), f(1), .., f(N - 1)]`, for arrays of vectors, masks or index vectors built with the
+/// token's methods. `core::array::from_fn` goes through enough layers (`try_from_fn`, its
+/// `Wrapped` adaptor) that LLVM left some of them out of line, and a closure compiled out of
+/// line has none of the `#[target_feature]` entry point's features: every intrinsic in it
+/// became a call (AMD EPYC Zen 4 build of 2026-11-25: masks, splats and index loads of the
+/// small-plane depthwise and pooling kernels, the pooling's per-row divisors). Here the
+/// closure is called from a plain loop in this `inline(always)` function, which LLVM inlines
+/// with it; `.ci/check-intrinsics` checks that no kernel calls an intrinsic.
+#[inline(always)]
+pub(crate) fn array<T, const N: usize>(mut f: impl FnMut(usize) -> T) -> [T; N] {
+    let mut a = [const { core::mem::MaybeUninit::<T>::uninit() }; N];
+    for (i, x) in a.iter_mut().enumerate() {
+        x.write(f(i));
+    }
+    // SAFETY: every element was written above; `[MaybeUninit<T>; N]` and `[T; N]` have the
+    // same layout.
+    unsafe { core::mem::transmute_copy(&a) }
+}
+
 /// A piece of kernel work, generic over the ISA, that [`Simd::vectorize`] runs inside a
 /// function of its own compiled with the ISA's features.
 pub(crate) trait Job<S: Simd> {
@@ -485,7 +504,7 @@ impl Simd for Avx2Fma {
         // The classic three rounds of 24 shuffles: interleave pairs of rows, then pairs of
         // pairs (within 128-bit halves), then swap the halves across.
         with_token!({
-            let t: [__m256; 8] = core::array::from_fn(|i| {
+            let t: [__m256; 8] = array(|i| {
                 let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
                 if i % 2 == 0 {
                     _mm256_unpacklo_ps(a, b)
@@ -495,7 +514,7 @@ impl Simd for Avx2Fma {
             });
             // u[4q + 2h + e]: from t[4q + h] and t[4q + h + 2], the low (e = 0) or high pair:
             // column `2h + e` of rows `4q..4q + 4` in each half.
-            let u: [__m256; 8] = core::array::from_fn(|i| {
+            let u: [__m256; 8] = array(|i| {
                 let (q, h, e) = (i / 4, i / 2 % 2, i % 2);
                 let (a, b) = (t[4 * q + h], t[4 * q + h + 2]);
                 if e == 0 {
@@ -761,7 +780,7 @@ impl Simd for Avx512F {
         with_token!({
             // Pairs of rows interleaved: t[2i], t[2i + 1] hold elements 0, 1 / 2, 3 of each
             // 128-bit block of rows 2i and 2i + 1.
-            let t: [__m512; 16] = core::array::from_fn(|i| {
+            let t: [__m512; 16] = array(|i| {
                 let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
                 if i % 2 == 0 {
                     _mm512_unpacklo_ps(a, b)
@@ -770,7 +789,7 @@ impl Simd for Avx512F {
                 }
             });
             // u[4i + j]: block `b` holds column `4b + j` of rows `4i..4i + 4`.
-            let u: [__m512; 16] = core::array::from_fn(|x| {
+            let u: [__m512; 16] = array(|x| {
                 let (i, j) = (x / 4, x % 4);
                 let (a, b) = (
                     _mm512_castps_pd(t[4 * i + j / 2]),
