@@ -87,6 +87,11 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "target" / "bench_e2e"
 MODELS_DIR = ROOT / "examples" / "bench_e2e" / "models"
 KILN_BIN = ROOT / "target" / "release" / "examples" / "bench_e2e"
+# The per-layer timing build (`--profile`) has a target directory of its own, so that it never
+# replaces the plain build above, which `scripts/ab_e2e.py` users copy to compare builds (a
+# profile build copied as the baseline once made a change look 5 % faster than it was).
+PROFILE_TARGET = ROOT / "target" / "profile"
+PROFILE_BIN = PROFILE_TARGET / "release" / "examples" / "bench_e2e"
 COLD_BIN = ROOT / "target" / "release" / "examples" / "bench_cold"
 
 # The seven CNNs of issue 10, whose geometric mean is the headline.
@@ -231,7 +236,7 @@ def layer_profile(name: str, model_path: Path, runs: int = 100) -> None:
     for node, ms in ort_profile(name, model_path, quiet=True).items():
         key = re.sub(r"(_nchwc|_token_\d+)+$", "", node)
         ort_ms[key] = ort_ms.get(key, 0.0) + ms
-    kiln = Server([str(KILN_BIN), "--serve", str(OUT_DIR)], "ISA")
+    kiln = Server([str(PROFILE_BIN), "--serve", str(OUT_DIR)], "ISA")
     kiln.send(f"load {name}")
     kiln.expect("CHECK")
     kiln.send("time 10")
@@ -471,7 +476,7 @@ def main() -> int:
 
     cmd = ["cargo", "build", "--release", "--example", "bench_e2e"]
     if args.profile:
-        cmd += ["--features", "profile"]
+        cmd += ["--features", "profile", "--target-dir", str(PROFILE_TARGET)]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
     if args.profile:
