@@ -450,8 +450,9 @@ impl Phases {
     }
 
     /// Writes the phases of input channels `chans` of `src` (`c_in / groups` planes of
-    /// `h x w`) into `dst`, which holds exactly theirs. Inlined into the caller's
-    /// `#[target_feature]` function, like every vector helper here.
+    /// `h x w`) into `dst`, which holds exactly theirs. Inlined into the `#[target_feature]`
+    /// trampoline of [`Lanes::with_features`] ([`Phases::split_par`]'s tasks are closures,
+    /// which have no features of their own).
     #[inline(always)]
     fn split<S: Lanes>(&self, s: S, p: &Conv2d, src: &[f32], chans: Range<usize>, dst: &mut [f32]) {
         let (h, w, plane) = (p.h, p.w, self.plane());
