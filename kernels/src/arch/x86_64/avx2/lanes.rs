@@ -15,6 +15,7 @@
 
 use core::arch::x86_64::*;
 
+use crate::arch::x86_64::simd::vector::{Avx2Fma, Closure, Simd};
 use crate::Activation;
 
 /// Vector operations on `f32` lanes.
@@ -274,16 +275,9 @@ impl Lanes for Avx2 {
     }
     #[inline(always)]
     fn with_features<F: FnOnce(Self)>(self, f: F) {
-        /// # Safety
-        ///
-        /// The CPU has AVX2 and FMA.
-        #[target_feature(enable = "avx2,fma")]
-        #[inline(never)]
-        unsafe fn run<F: FnOnce(Avx2)>(s: Avx2, f: F) {
-            f(s)
-        }
-        // SAFETY: the token exists only if the CPU has AVX2 and FMA.
-        unsafe { run(self, f) }
+        // SAFETY: an `Avx2` token exists only if the CPU has AVX2 and FMA.
+        let s = unsafe { Avx2Fma::new_unchecked() };
+        s.vectorize(Closure(|_| f(self)))
     }
 }
 

@@ -16,6 +16,7 @@ use core::arch::x86_64::*;
 use crate::arch::x86_64::avx2::blis::{self, Bias, ColMajor, MicroKernel, PackB, RowMajor, Tile};
 use crate::arch::x86_64::avx2::lanes::Lanes;
 use crate::arch::x86_64::avx2::{kern, kloop};
+use crate::arch::x86_64::simd::vector::{Avx512F, Closure, Simd};
 use crate::len::holds;
 use crate::par::{Parallel, Serial};
 use crate::Activation;
@@ -157,16 +158,9 @@ impl Lanes for Avx512 {
     }
     #[inline(always)]
     fn with_features<F: FnOnce(Self)>(self, f: F) {
-        /// # Safety
-        ///
-        /// The CPU has AVX-512F, AVX2 and FMA.
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        #[inline(never)]
-        unsafe fn run<F: FnOnce(Avx512)>(s: Avx512, f: F) {
-            f(s)
-        }
-        // SAFETY: the token exists only if the CPU has AVX-512F (and AVX2 and FMA).
-        unsafe { run(self, f) }
+        // SAFETY: an `Avx512` token exists only if the CPU has AVX-512F, AVX2 and FMA.
+        let s = unsafe { Avx512F::new_unchecked() };
+        s.vectorize(Closure(|_| f(self)))
     }
 }
 

@@ -55,6 +55,18 @@ pub(crate) trait Job<S: Simd> {
     fn run(self, s: S) -> Self::Output;
 }
 
+/// A closure as a [`Job`]: what `Lanes::with_features`
+/// runs through [`Simd::vectorize`]'s trampoline.
+pub(crate) struct Closure<F>(pub(crate) F);
+
+impl<S: Simd, R, F: FnOnce(S) -> R> Job<S> for Closure<F> {
+    type Output = R;
+    #[inline(always)]
+    fn run(self, s: S) -> R {
+        (self.0)(s)
+    }
+}
+
 /// The operations the kernels need on a vector of `f32` lanes. See the module docs.
 /// A computation that needs the lane count as a constant: see [`Simd::with_lanes`].
 pub(crate) trait LanesJob<S: Simd> {
