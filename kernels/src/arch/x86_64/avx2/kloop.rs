@@ -16,7 +16,7 @@
 //!         b0, b1 = B[p + s, 0..2N]          // two aligned loads, displacement only
 //!         for i in 0..R:
 //!             a = broadcast A[i, p + s]     // one of four row bases + lda * {0, 1, 2};
-//!                                           //   AVX-512: inside the FMA ({1to16})
+//!                                           //   inside the FMA ({1to16}) if one zmm
 //!             acc[i][0] += a * b0; acc[i][1] += a * b1
 //!     advance the four row bases of A and B (five adds per 16 steps)
 //! then the last kc % 16 steps one by one
@@ -43,14 +43,23 @@ macro_rules! second {
 }
 
 /// One row's FMAs at step `$s`: `acc0 += A[row, p + s] * b0` (and `acc1 += .. * b1`).
-/// zmm: the FMA broadcasts A's element from memory itself (`{1to16}`), with no separate
-/// `vbroadcastss` into a register: 12 fewer instructions per step of the full tile (26
-/// instead of 38 for 24 FMAs), half as many for the half-width tile, where one broadcast
-/// served only one FMA and was the limit (AMD EPYC Zen 4: ResNet-50's 7x7 1x1 layers went
-/// from 0.80-0.82 to 0.87-0.91 of peak, GEMM 1024^3 by about 1 %).
-/// ymm (AVX2 has no embedded broadcast): `vbroadcastss` into `$bc`, then the FMAs.
+///
+/// Two vectors per row, and every AVX2 row (AVX2 has no embedded broadcast): `vbroadcastss`
+/// of A's element into `$bc`, then the FMAs from the register. One zmm per row (the
+/// AVX-512 half-width tile): the FMA broadcasts the element from memory itself
+/// (`{1to16}`), one instruction fewer per row.
+///
+/// Why the two differ. An embedded broadcast is a load of its own in every FMA that has
+/// one, so a two-vector row that used it loaded each element twice: 26 loads per step of
+/// the full tile for 24 FMAs. Intel's cores with two 512-bit FMA ports do the 24 FMAs in 12
+/// cycles but only two 512-bit loads per cycle, so the loads were the limit (Intel Xeon,
+/// AVX-512: GEMM 1024^3 0.76-0.78 of peak with embedded broadcasts, 0.84-0.86 with the
+/// register, 0.90-0.93x -> 1.00-1.03x the `gemm` crate; ResNet-50's convolutions, median
+/// 0.64 -> 0.71). With one vector per row the broadcast serves one FMA, so embedding it
+/// only saves an instruction (AMD EPYC Zen 4: ResNet-50's 7x7 1x1 layers went from
+/// 0.80-0.82 to 0.87-0.91 of peak).
 macro_rules! row_fmas {
-    ("zmmword", $bc:tt, $b0:tt, $b1:tt, $w:tt, $s:tt, $c0:tt, $c1:tt, $a:tt) => {
+    ("zmmword", $bc:tt, $b0:tt, $b1:tt, 1, $s:tt, $c0:tt, $c1:tt, $a:tt) => {
         concat!(
             "vfmadd231ps ",
             $c0,
@@ -60,22 +69,10 @@ macro_rules! row_fmas {
             $a,
             " + ",
             $s,
-            " * 4]{{1to16}}\n",
-            second!(
-                $w,
-                "vfmadd231ps ",
-                $c1,
-                ", ",
-                $b1,
-                ", dword ptr [",
-                $a,
-                " + ",
-                $s,
-                " * 4]{{1to16}}\n"
-            ),
+            " * 4]{{1to16}}\n"
         )
     };
-    ("ymmword", $bc:tt, $b0:tt, $b1:tt, $w:tt, $s:tt, $c0:tt, $c1:tt, $a:tt) => {
+    ($ptr:tt, $bc:tt, $b0:tt, $b1:tt, $w:tt, $s:tt, $c0:tt, $c1:tt, $a:tt) => {
         concat!(
             "vbroadcastss ",
             $bc,
