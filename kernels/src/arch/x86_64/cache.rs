@@ -1,4 +1,5 @@
-//! The per-core L2 size that the x86 GEMM's panel width depends on (`avx2::blis`), read once
+//! The per-core L2 size that the x86 GEMM's panel width depends on (`avx2::blis`), and
+//! whether the CPU is Intel's (which decides when the GEMM reads `B` in place), read once
 //! from CPUID.
 //!
 //! Leaf 4 (Intel) and leaf `0x8000_001D` (AMD) describe the caches in the same format: one
@@ -25,6 +26,28 @@ pub(crate) fn l2_bytes() -> usize {
             found
         }
         known => known,
+    }
+}
+
+/// 0 until the first call of [`intel`], then 1 (no) or 2 (yes).
+static INTEL: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the CPU's vendor string (CPUID leaf 0) is `GenuineIntel`.
+///
+/// The x86 GEMM uses it where the fastest choice measured differently on the two vendors'
+/// cores, which differ in more than their features: Intel's server cores with AVX-512 run
+/// two 512-bit FMAs per cycle, AMD's Zen 4 one, so on Intel every cycle a tile waits for
+/// memory costs twice the work (`avx2::blis::reads_in_place`).
+pub(crate) fn intel() -> bool {
+    match INTEL.load(Ordering::Relaxed) {
+        0 => {
+            let [_, ebx, ecx, edx] = cpuid(0, 0);
+            // "GenuineIntel" in EBX, EDX, ECX order.
+            let found = [ebx, edx, ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e];
+            INTEL.store(1 + usize::from(found), Ordering::Relaxed);
+            found
+        }
+        known => known == 2,
     }
 }
 
@@ -72,6 +95,18 @@ fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
 
 #[cfg(all(test, feature = "std"))]
 mod tests {
+    #[test]
+    fn intel_matches_proc_cpuinfo_where_linux_reports_it() {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let Some(vendor) = info.lines().find(|l| l.starts_with("vendor_id")) else {
+            return;
+        };
+        assert_eq!(super::intel(), vendor.ends_with("GenuineIntel"), "{vendor}");
+        assert_eq!(super::intel(), super::intel(), "the cached value is stable");
+    }
+
     #[test]
     fn l2_matches_sysfs_where_linux_reports_it() {
         let l2 = super::l2_bytes();

@@ -685,17 +685,41 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
 /// in place measured 2-14 % faster (MobileNet-v2's projections, AMD EPYC Zen 4); an
 /// expansion (`m > k`, a short reduction over many slivers) measured up to 20 % slower in
 /// place.
+///
+/// On Intel ([`cache::intel`](crate::arch::x86_64::cache::intel)) also only when `A` has fewer
+/// than [`INTEL_IN_PLACE_ROWS`] rows and a depth block of `B` read at its stride spans at most
+/// the L2: there the tile does its FMAs twice as fast as on Zen 4, and the in-place loop's
+/// rows, a plane apart, each on its own page, cost more than packing once the panel is reused
+/// by ten or more slivers (Intel Xeon, AVX-512, kernel bench, in place against packed, of
+/// peak: DenseNet-121's 224 -> 128 at 56x56 0.50 / 0.66, 512 -> 256 at 28x28 0.59 / 0.78,
+/// ResNet-50's 2048 -> 512 at 7x7 0.64 / 0.71, its 256 -> 64 at 56x56, whose 256 rows span
+/// 3.2 MB, 0.50 / 0.59; but MobileNet-v2's 144 -> 32 at 28x28 0.73 / 0.56, 384 -> 64 at 14x14
+/// 0.72 / 0.62, ShuffleNet-v2's 116 -> 116 at 14x14 0.68 / 0.62).
 #[inline(always)]
 fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
     g: &Shared<'_>,
     b: &'b B,
 ) -> Option<InPlace<'b>> {
-    if K::IN_PLACE && g.m <= g.k {
-        b.in_place(g.k, g.n)
-    } else {
-        None
+    use crate::arch::x86_64::cache;
+    if !K::IN_PLACE || g.m > g.k {
+        return None;
     }
+    let ib = b.in_place(g.k, g.n)?;
+    if cache::intel() {
+        let kc = crate::pack::depth_blocks(g.k).1;
+        let span = match ib.rows {
+            BRows::Stride(ldb) => kc.saturating_mul(ldb).saturating_mul(4),
+            BRows::Table(_) => 0,
+        };
+        if g.m >= INTEL_IN_PLACE_ROWS || span > cache::l2_bytes() {
+            return None;
+        }
+    }
+    Some(ib)
 }
+
+/// See [`reads_in_place`].
+const INTEL_IN_PLACE_ROWS: usize = 128;
 
 /// [`gemm_part`] with its packed-panel buffer: at least [`packed_len`]`(kc, nc)` floats for
 /// the call's depth block `kc` and panel width `nc` (checked).
