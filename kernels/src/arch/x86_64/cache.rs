@@ -18,11 +18,16 @@ static L2: AtomicUsize = AtomicUsize::new(0);
 
 /// Bytes of L2 cache per core (data or unified).
 pub(crate) fn l2_bytes() -> usize {
-    match L2.load(Ordering::Relaxed) {
+    cached(&L2, || detect().unwrap_or(L2_DEFAULT))
+}
+
+/// `cell`'s value, computed by `f` (never 0) on the first call. Every thread computes the
+/// same value, so a race only repeats the work.
+fn cached(cell: &AtomicUsize, f: impl FnOnce() -> usize) -> usize {
+    match cell.load(Ordering::Relaxed) {
         0 => {
-            let found = detect().unwrap_or(L2_DEFAULT);
-            // Every thread computes the same value, so a race only repeats the work.
-            L2.store(found, Ordering::Relaxed);
+            let found = f();
+            cell.store(found, Ordering::Relaxed);
             found
         }
         known => known,
@@ -39,16 +44,11 @@ static INTEL: AtomicUsize = AtomicUsize::new(0);
 /// two 512-bit FMAs per cycle, AMD's Zen 4 one, so on Intel every cycle a tile waits for
 /// memory costs twice the work (`avx2::blis::reads_in_place`).
 pub(crate) fn intel() -> bool {
-    match INTEL.load(Ordering::Relaxed) {
-        0 => {
-            let [_, ebx, ecx, edx] = cpuid(0, 0);
-            // "GenuineIntel" in EBX, EDX, ECX order.
-            let found = [ebx, edx, ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e];
-            INTEL.store(1 + usize::from(found), Ordering::Relaxed);
-            found
-        }
-        known => known == 2,
-    }
+    cached(&INTEL, || {
+        let [_, ebx, ecx, edx] = cpuid(0, 0);
+        // "GenuineIntel" in EBX, EDX, ECX order.
+        1 + usize::from([ebx, edx, ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e])
+    }) == 2
 }
 
 /// The L2 size from whichever of the two leaves the CPU implements and fills in.
