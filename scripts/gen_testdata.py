@@ -377,25 +377,25 @@ def build_block():
 
 
 def build_wino():
-    """Two 3x3 stride-1 convolutions wide enough for kiln's Winograd rule (64 channels,
-    at least 49 output tiles of 4x4): the first with a batch norm folded into it and a ReLU,
-    the second with asymmetric padding (ragged tiles at the bottom and right), a bias and a
-    leaky ReLU."""
+    """Two 3x3 stride-1 convolutions wide enough for kiln's Winograd rule (64 channels in and
+    more than 64 out, at least 49 output tiles of 4x4): the first with a batch norm folded into
+    it and a ReLU, the second with asymmetric padding (ragged tiles at the bottom and right), a
+    bias and a leaky ReLU."""
     p = Params(seed=1004)
-    p.conv("c1", 64, 64, 3, 3, bias=False)
-    p.batch_norm("bn1", 64)
-    p.conv("c2", 64, 64, 3, 3, bias=True)
+    p.conv("c1", 72, 64, 3, 3, bias=False)
+    p.batch_norm("bn1", 72)
+    p.conv("c2", 72, 72, 3, 3, bias=True)
     x = p.input((1, 64, 28, 28))
 
     g = Graph(p)
     a = g.op("Relu", [g.batch_norm(g.conv("x", "c1", pads=(1, 1, 1, 1)), "bn1")])
     b = g.op("LeakyRelu", [g.conv(a, "c2", pads=(2, 1, 1, 0))], alpha=0.1)
-    model = g.model("wino", x.shape, "x", b, (1, 64, 29, 27))
+    model = g.model("wino", x.shape, "x", b, (1, 72, 29, 27))
 
     x64 = x.astype(np.float64)
     a = relu(ref_bn(ref_conv(x64, p["c1.weight"], pads=(1, 1, 1, 1)), p, "bn1"))
     b = leaky(ref_conv(a, p["c2.weight"], p["c2.bias"], pads=(2, 1, 1, 0)), 0.1)
-    assert b.shape == (1, 64, 29, 27)
+    assert b.shape == (1, 72, 29, 27)
     return model, x, b, p.tensors
 
 

@@ -136,14 +136,14 @@ residual_net!(
 );
 
 kiln::network! {
-    /// Two 3x3 stride-1 convolutions the compiler runs with Winograd F(4x4, 3x3) (64 channels,
-    /// at least 49 output tiles): a folded batch norm and a ReLU on the first, asymmetric
-    /// padding (ragged tiles), a bias and a leaky ReLU on the second.
-    pub net Wino(x: fm<64xf32[28,28]>) -> fm<64xf32[29,27]> {
+    /// Two 3x3 stride-1 convolutions the compiler runs with Winograd F(4x4, 3x3) (64 channels
+    /// in, 72 out, at least 49 output tiles): a folded batch norm and a ReLU on the first,
+    /// asymmetric padding (ragged tiles), a bias and a leaky ReLU on the second.
+    pub net Wino(x: fm<64xf32[28,28]>) -> fm<72xf32[29,27]> {
         weights "data/wino.safetensors";
-        let a = conv2d(x, c1: weights<64 -> 3x3xf32 -> 64>, pad = 1, bias = false);
-        let a = batch_norm(a, bn1: norm<64xf32>).relu();
-        let b = conv2d(a, c2: weights<64 -> 3x3xf32 -> 64>, pad = (2, 1, 1, 0));
+        let a = conv2d(x, c1: weights<64 -> 3x3xf32 -> 72>, pad = 1, bias = false);
+        let a = batch_norm(a, bn1: norm<72xf32>).relu();
+        let b = conv2d(a, c2: weights<72 -> 3x3xf32 -> 72>, pad = (2, 1, 1, 0));
         leaky_relu(b, alpha = 0.1)
     }
 }

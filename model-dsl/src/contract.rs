@@ -123,19 +123,33 @@ impl ConvAlgo {
 /// The algorithm for a 2-D convolution (`c_in`, `c_out` in all, not per group).
 ///
 /// **The Winograd rule**, measured with the kernel benchmark (`-- 3x3/`, the 3x3 stride-1 layers
-/// of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet, thread CPU time, AMD EPYC Zen 4; see the
-/// README): Winograd F(4x4, 3x3) for a 3x3, stride-1, undilated, ungrouped convolution whose
-/// output has enough 4x4 tiles for its narrower channel count: 16 tiles (a 14x14 map) from 128
-/// channels in and out, 49 (28x28, 27x27) from 32, never below 32. Below that the
-/// transforms (linear in `c_in + c_out`) are not paid back by the cheaper products (quadratic
-/// in the channels), and the 36 GEMMs get too few columns to run at speed: 7x7 maps ran at
-/// half the im2col speed, SqueezeNet's 13x13 layer with 64 input channels at 0.99 of it and
-/// its 55x55 one with 16 at 0.82, DenseNet's 128 -> 32 at 14x14 at 0.81, while ResNet-50's
-/// 56x56, 28x28 and 14x14 layers ran 1.40-1.66x faster, DenseNet's 128 -> 32 at 56x56 1.41x
-/// and VGG-19's 1.4-2.5x. Since the transforms stopped zeroing their temporaries per chunk and
-/// calling `memcpy` for each short copy, the narrow layers at 27x27 and 28x28 win too:
-/// SqueezeNet's 32 -> 128 at 27x27 ran 1.12x faster than im2col, DenseNet's 128 -> 32 at
-/// 28x28 1.04x (one run, 2026-11-24; it was 196 tiles for 32-63 channels before).
+/// of ResNet-50, VGG-19, DenseNet-121 and SqueezeNet, thread CPU time) and end to end
+/// (`scripts/ab_e2e.py`) on AMD EPYC Zen 4 and an Intel Xeon: Winograd F(4x4, 3x3) for a 3x3,
+/// stride-1, undilated, ungrouped convolution whose output has enough 4x4 tiles for its
+/// channels:
+///
+/// | narrower channel count | tiles needed (map) |
+/// |---|---|
+/// | 256 or more | 16 (14x14) |
+/// | 128 to 255 | 49 (28x28, 27x27) |
+/// | 32 to 127, at most 64 out | 196 (56x56) |
+/// | 32 to 127, more out | 49 |
+/// | below 32 | never |
+///
+/// Below that the transforms (linear in `c_in + c_out`) are not paid back by the cheaper
+/// products (quadratic in the channels), and the 36 GEMMs get too few columns to run at speed:
+/// on Zen 4, 7x7 maps ran at half the im2col speed, SqueezeNet's 13x13 layer with 64 input
+/// channels at 0.99 of it and its 55x55 one with 16 at 0.82, while ResNet-50's 56x56, 28x28
+/// and 14x14 layers ran 1.40-1.66x faster, VGG-19's 1.4-2.5x and SqueezeNet's 32 -> 128 at
+/// 27x27 1.12x. Intel's cores with two 512-bit FMA ports do the products twice as fast and the
+/// transforms no faster, which moved two crossovers (Intel Xeon, AVX-512): DenseNet-121's
+/// 128 -> 32 at 28x28 ran at 0.60 of peak as Winograd and 0.77 as im2col (whose GEMM reads a
+/// padded copy of the input in place for at most 64 output channels; on Zen 4 Winograd had won
+/// by 4 %), and Inception-v2's 128- to 192-channel layers at 14x14 lost to onnxruntime's
+/// direct convolution by 0.15 ms each as Winograd (their transformed filters come from memory
+/// every run); with both moved to im2col Inception-v2 ran 3.3 % and DenseNet-121 4.4 % faster
+/// end to end. ResNet-50's 256-channel layers at 14x14 stay Winograd (1.03 of peak against
+/// 0.80 as im2col in the kernel bench).
 #[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
 pub fn conv_algo(
     kernel: [usize; 2],
@@ -157,7 +171,9 @@ pub fn conv_algo(
     let tiles = oh.div_ceil(4).saturating_mul(ow.div_ceil(4));
     // The narrower the layer, the more tiles the transforms need to be paid back.
     let tiles_needed = match c_in.min(c_out) {
-        128.. => 16,
+        256.. => 16,
+        128.. => 49,
+        32.. if c_out <= 64 => 196,
         32.. => 49,
         _ => usize::MAX,
     };
@@ -241,9 +257,11 @@ mod tests {
         assert_eq!(algo(3, 1, 1, 128, 128, 28), Winograd);
         assert_eq!(algo(3, 1, 1, 256, 256, 14), Winograd);
         assert_eq!(algo(3, 1, 1, 512, 512, 7), Im2col);
-        // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) need larger maps.
+        // Narrow layers (DenseNet's 128 -> 32, SqueezeNet's expand layers) need larger maps,
+        // and narrow outputs larger still.
         assert_eq!(algo(3, 1, 1, 128, 32, 56), Winograd); // 14x14 = 196 tiles
-        assert_eq!(algo(3, 1, 1, 128, 32, 28), Winograd); // 7x7 = 49 tiles
+        assert_eq!(algo(3, 1, 1, 128, 32, 52), Im2col); // 13x13 = 169 tiles
+        assert_eq!(algo(3, 1, 1, 128, 32, 28), Im2col); // 7x7 = 49 tiles
         assert_eq!(algo(3, 1, 1, 32, 128, 27), Winograd);
         assert_eq!(algo(3, 1, 1, 48, 192, 27), Winograd);
         assert_eq!(algo(3, 1, 1, 128, 32, 14), Im2col); // 16 tiles
@@ -251,11 +269,18 @@ mod tests {
         assert_eq!(algo(3, 1, 1, 16, 64, 55), Im2col);
         assert_eq!(algo(3, 1, 1, 16, 16, 224), Im2col);
         assert_eq!(algo(3, 1, 1, 64, 256, 13), Im2col);
-        assert_eq!(algo(3, 1, 1, 64, 64, 25), Winograd); // 7x7 = 49 tiles
-        assert_eq!(algo(3, 1, 1, 64, 64, 24), Im2col); // 6x6 = 36 tiles
-        assert_eq!(algo(3, 1, 1, 128, 128, 13), Winograd); // 16 tiles, wide
-        assert_eq!(algo(3, 1, 1, 128, 128, 12), Im2col); // 9 tiles
-                                                         // Never for strides, other windows, groups or dilation.
+        assert_eq!(algo(3, 1, 1, 64, 65, 25), Winograd); // 7x7 = 49 tiles
+        assert_eq!(algo(3, 1, 1, 64, 64, 25), Im2col); // 7x7 = 49 tiles, at most 64 out
+        assert_eq!(algo(3, 1, 1, 64, 64, 53), Winograd); // 14x14 = 196 tiles, at most 64 out
+        assert_eq!(algo(3, 1, 1, 64, 64, 52), Im2col); // 13x13 = 169 tiles
+        assert_eq!(algo(3, 1, 1, 64, 65, 24), Im2col); // 6x6 = 36 tiles
+                                                       // Wide layers: 16 tiles from 256 channels, 49 from 128 (Inception-v2's 14x14 layers).
+        assert_eq!(algo(3, 1, 1, 256, 256, 13), Winograd); // 16 tiles
+        assert_eq!(algo(3, 1, 1, 256, 256, 12), Im2col); // 9 tiles
+        assert_eq!(algo(3, 1, 1, 128, 192, 14), Im2col); // 16 tiles
+        assert_eq!(algo(3, 1, 1, 255, 256, 14), Im2col);
+        assert_eq!(algo(3, 1, 1, 128, 128, 25), Winograd); // 49 tiles
+                                                           // Never for strides, other windows, groups or dilation.
         assert_eq!(algo(3, 2, 1, 256, 256, 56), Im2col);
         assert_eq!(algo(5, 1, 1, 256, 256, 56), Im2col);
         assert_eq!(algo(3, 1, 2, 256, 256, 56), Im2col);

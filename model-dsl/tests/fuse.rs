@@ -83,10 +83,10 @@ fn adds_that_must_stay() {
 #[test]
 fn winograd_and_depthwise_convolutions_keep_their_add() {
     let ir = fused(
-        "fm<64xf32[28,28]>",
+        "fm<72xf32[28,28]>",
         "wino",
-        "fm<64xf32[28,28]>",
-        "let a = conv2d(x, c1: weights<64 -> 3x3xf32 -> 64>, pad = 1, bias = false); add(a, x)",
+        "fm<72xf32[28,28]>",
+        "let a = conv2d(x, c2: weights<72 -> 3x3xf32 -> 72>, pad = 1); add(a, x)",
     );
     assert!(ir.contains("= add(") && !ir.contains("residual"), "{ir}");
     let ir = fused(
