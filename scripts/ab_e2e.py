@@ -15,7 +15,10 @@ as a binary name adds onnxruntime (one intra-op thread) to the rotation. Options
 `WARM=1` runs one untimed inference before each timed one (steady state, without the first
 run after another process's), `FLUSH=1` writes 64 MiB between runs (cold caches).
 
-Prints, per contender, `<name> median_ms=<x> q1=<x> q3=<x>`.
+Prints, per contender, `<name> median_ms=<x> q1=<x> q3=<x>`, and for each contender after the
+first the median and quartiles of its per-round ratio to the first: `<name> over <first>
+paired_median=<x> q1=<x> q3=<x>` (a slow period of the host slows a whole round, so the ratio
+within rounds is steadier than the ratio of the medians).
 """
 
 import os
@@ -79,6 +82,13 @@ def main() -> None:
     for binary, got in zip(binaries, cpu_ms):
         q1, _, q3 = statistics.quantiles(got, n=4)
         print(f"{binary} median_ms={statistics.median(got):.3f} q1={q1:.2f} q3={q3:.2f}")
+    # The host's slow periods last seconds to minutes and slow every contender of a round
+    # alike, so the ratio within each round is steadier than the ratio of the medians.
+    for binary, got in zip(binaries[1:], cpu_ms[1:]):
+        ratios = [x / y for x, y in zip(got, cpu_ms[0])]
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        print(f"{binary} over {binaries[0]} paired_median={statistics.median(ratios):.3f} "
+              f"q1={q1:.3f} q3={q3:.3f}")
     for server in servers:
         server.stdin.close()
         server.wait()
