@@ -361,7 +361,7 @@ fn conv2d_large_shapes_match_portable() {
 
 /// Stems (a 3x3 stride-2 window over 1-4 input channels or a 7x7 one over 1-3, at least 16
 /// output columns), which
-/// AVX-512 runs through a direct kernel: output planes not a multiple of 16 columns (the last
+/// AVX-512 runs through a direct kernel (two, by the number of output channels): output planes not a multiple of 16 columns (the last
 /// chunk overlaps), channel counts not a multiple of its blocks, asymmetric and larger padding,
 /// one output row and column more than the image gives (ceil mode), two images; every
 /// activation, with and without a bias and a residual. Random cases rarely reach 16 columns.
@@ -370,8 +370,14 @@ fn stem_shapes_match_portable() {
     // `(batch, c_in, h, w, c_out, window, pad [top, left, bottom, right], extra output
     // rows/columns)`.
     type Shape = (usize, usize, usize, usize, usize, usize, [usize; 4], usize);
-    let shapes: [Shape; 12] = [
+    let shapes: [Shape; 16] = [
         (1, 3, 41, 41, 10, 3, [1; 4], 0),
+        // Whole blocks of 64, 48 or 32 channels (AVX-512: output channels along the lanes),
+        // planes wider than one segment of 128 columns.
+        (1, 4, 33, 37, 64, 3, [1; 4], 0),
+        (1, 2, 9, 300, 32, 3, [1; 4], 0),
+        (2, 3, 30, 41, 48, 7, [3, 2, 1, 0], 1),
+        (1, 3, 14, 300, 64, 7, [3; 4], 0),
         (1, 3, 48, 64, 32, 3, [1; 4], 0),
         (1, 1, 33, 33, 8, 3, [0, 0, 1, 1], 0),
         (1, 4, 35, 70, 24, 3, [1; 4], 0),

@@ -23,6 +23,7 @@ pub(crate) mod pool;
 pub(crate) mod pool_3x3s2;
 pub(crate) mod pool_small;
 pub(crate) mod stem;
+mod stem_lanes;
 #[cfg(test)]
 mod tests;
 pub(crate) mod vector;

@@ -24,6 +24,10 @@
 //!       store act(acc[co][c]) at out[co][oy][ox[c]..]
 //! ```
 //!
+//! A 7x7 stem whose output channels are a multiple of 64 (ResNet's, DenseNet-121's and
+//! Inception-v2's) runs [`super::stem_lanes`] instead, which keeps the output channels along the
+//! lanes; this kernel takes the others (SqueezeNet 1.0's 3 -> 96, the 3x3 stems).
+//!
 //! **Why.** As a GEMM the stem is `W[c_out, 27] * im2col[27, oh*ow]`: a reduction of 27, so
 //! the tiles spend much of their time loading, storing and finishing `C` rather than in FMAs,
 //! and the implicit im2col packer gathers every stride-2 tap into the panel first. Here the
@@ -49,6 +53,7 @@
 use super::depthwise_stride2::{load_masks_n, reads_outside_k, taps_n};
 use super::eltwise;
 use super::math::{specialise_cheap, Act, Ident};
+use super::stem_lanes::{self, StemLanes, R_TAKEN, V_TAKEN};
 use super::vector::{array, Job, Simd};
 use crate::arch::portable::epilogue::add_residual;
 use crate::pack::depth_blocks;
@@ -131,7 +136,8 @@ pub(crate) fn conv2d<S: Simd<V: Sync> + Sync>(
     true
 }
 
-/// Picks the block shape from the number of output channels: one chunk of 16 columns by 16
+/// Runs [`stem_lanes`] if it takes the stem; else picks the block shape from the number of
+/// output channels: one chunk of 16 columns by 16
 /// or 12 channels, whichever divides them (16 if neither does and there are at least 16; the
 /// last block overlaps the previous one), else 8.
 ///
@@ -185,6 +191,17 @@ fn by_shape<S: Simd + Sync, A: Act<S> + Sync>(
         };
     }
     let c_out = g.c_out;
+    if stem_lanes::takes(S::LANES, g.k, c_out) {
+        return par.run(tasks, &|t| {
+            let rows = t * g.oh / tasks..(t + 1) * g.oh / tasks;
+            s.vectorize(StemLanes::<'_, '_, A, V_TAKEN, R_TAKEN, 7> {
+                conv,
+                act,
+                out,
+                rows,
+            })
+        });
+    }
     if c_out.is_multiple_of(16) {
         job!(16, 1)
     } else if c_out.is_multiple_of(12) {
@@ -197,26 +214,26 @@ fn by_shape<S: Simd + Sync, A: Act<S> + Sync>(
 }
 
 /// The operands of one stem convolution.
-struct Data<'a> {
-    g: &'a Geom,
-    input: &'a [f32],
-    weight: &'a [f32],
-    bias: Option<&'a [f32]>,
+pub(super) struct Data<'a> {
+    pub(super) g: &'a Geom,
+    pub(super) input: &'a [f32],
+    pub(super) weight: &'a [f32],
+    pub(super) bias: Option<&'a [f32]>,
 }
 
 /// The shape of the convolution, validated so that the index arithmetic below cannot overflow.
-struct Geom {
-    batch: usize,
-    c_in: usize,
-    c_out: usize,
-    h: usize,
-    w: usize,
-    oh: usize,
-    ow: usize,
+pub(super) struct Geom {
+    pub(super) batch: usize,
+    pub(super) c_in: usize,
+    pub(super) c_out: usize,
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
     /// The window side, 3 or 7.
-    k: usize,
-    pad_top: usize,
-    pad_left: usize,
+    pub(super) k: usize,
+    pub(super) pad_top: usize,
+    pub(super) pad_left: usize,
 }
 
 impl Geom {

@@ -1,0 +1,264 @@
+//! The stem with the output channels along the lanes: the path [`super::stem`] takes for a 7x7
+//! stride-2 stem whose output channels are a multiple of 64 (ResNet's, DenseNet-121's and
+//! Inception-v2's 3 -> 64 on 224x224).
+//!
+//! Algorithm sketch (NCHW, one image; `L = 16` lanes; a tile is `R` output pixels of one row by
+//! `V` vectors of output channels, weights in blocks of `16 V` channels):
+//!
+//! ```text
+//! wt[block][t][c] = the weights, tap-major (t = (ci, ky, kx)) per block, once per call
+//! for each output row oy, each segment of at most SEG output columns:
+//!   prow[ci, ky][j] = input(ci, 2 oy + ky - pad_top, 2 seg0 + j - pad_left), 0 outside
+//!   for each block of 16 V output channels, each group of 16 output columns (the last overlaps):
+//!     for each run of R of the group's columns:
+//!       acc[r][v] = bias[co0 + 16 v ..]
+//!       for t = (ci, ky, kx):
+//!         w[v] = load wt[block][t][16 v ..]                   // V loads
+//!         for r: x = broadcast prow[ci, ky][2 r + kx]         // R loads
+//!                acc[r][v] += x * w[v]                        // R x V FMAs
+//!       stage[r][16 v ..] = acc[r][v]                         // pixel-major
+//!     each 16 x 16 block of stage: transposed in registers, activation, stored to out[co][oy][..]
+//! ```
+//!
+//! **Why.** [`super::stem`]'s first kernel keeps output columns along the lanes: it makes each
+//! stride-2 tap with a permute and broadcasts every weight for every FMA, so a 7x7 window's
+//! 112 FMAs per input row and chunk come with 112 broadcast loads and 7 permutes. A core with
+//! two 512-bit FMA ports (Intel) does those FMAs in 56 cycles, but at two loads per cycle the
+//! loads take as long, and the permutes share the port of the second FMA unit: the kernel ran
+//! at 0.43 (ResNet-50's stem) and 0.59 (SqueezeNet's) of the FMA peak on an Intel Xeon, below
+//! the `gemm` crate on the same product. Here a tap costs `R + V` loads for `R x V` FMAs (8
+//! for 16 with `R = V = 4`), no permute: the image's stride-2 columns are just the
+//! broadcasts' addresses, two floats apart. The price is the transpose of the finished tiles
+//! (64 shuffles per 256 outputs, against `16 * 9` to `16 * 49` FMAs per output vector) and
+//! the copy of the input rows into zero-padded rows (the window's edges need no masks).
+//!
+//! **The tile and the rule.** 64 channels by 4 pixels: 16 accumulators, four weight vectors
+//! and a broadcast, 8 loads per 16 FMAs. For each block of channels the output columns go in
+//! groups of 16, each group's tiles then its 16 x 16 transposes, so that the stores spread over
+//! the computation (a transpose of the whole segment at its end stalled on a full store buffer:
+//! 55 % of the kernel's samples sat after its stores). Measured on an Intel Xeon (AVX-512, two
+//! FMA ports), each layer timed inside the network (`--features profile`, the two kernels'
+//! servers in turns, median of the per-round ratios): ResNet-50's stem 0.88 and DenseNet-121's
+//! 0.90 of the first kernel's time (kernel bench: 0.75-0.81 of the FMA peak against 0.43-0.75).
+//! Not taken: SqueezeNet 1.0's 3 -> 96 (tiles of 48 channels by 8 pixels spilled accumulators
+//! and ran 1.18x the first kernel's time, 32 by 8 1.2-1.8x; why is not understood), and the
+//! 3x3 stems (MobileNet-v2's 3 -> 32 at 0.9 of the first kernel's speed: with 27 taps the
+//! transposes weigh five times as much as with 147). The sum for an output starts from the
+//! bias and adds the taps' products in the order (ci, ky, kx), padded taps included (they add
+//! `w * 0.0`), whatever the tile or the thread split: the bits do not depend on the thread
+//! count.
+
+use super::math::Act;
+use super::stem::{Data, Geom, MAX_C_IN_7, MAX_C_OUT};
+use super::vector::{array, Job, Simd};
+use crate::par::SharedMut;
+use core::ops::Range;
+
+/// The most output columns a segment has: its padded input rows ([`ROW`] floats each) and its
+/// staged outputs stay on the stack.
+const SEG: usize = 128;
+/// Floats per padded input row: the columns `2 * (SEG - 1) + 7` a 7x7 window reads, rounded up.
+const ROW: usize = 2 * SEG + 8;
+/// The most padded input rows an output row reads: `c_in * 7`.
+const MAX_ROWS: usize = MAX_C_IN_7 * 7;
+/// The most taps: `c_in * 7 * 7`.
+const MAX_TAPS: usize = MAX_C_IN_7 * 49;
+
+/// Whether this path takes a stem with a `k`x`k` window and `c_out` output channels, with
+/// `lanes`-wide vectors (see the module docs for the measurements behind the rule).
+pub(super) fn takes(lanes: usize, k: usize, c_out: usize) -> bool {
+    lanes == 16 && k == 7 && c_out.is_multiple_of(16 * V_TAKEN)
+}
+
+/// Vectors of output channels per tile, the only tile shape [`takes`] runs: `V_TAKEN x
+/// R_TAKEN` accumulators.
+pub(super) const V_TAKEN: usize = 4;
+/// Output pixels per tile; divides 16, the columns of a group.
+pub(super) const R_TAKEN: usize = 4;
+
+/// Buffers aligned to a cache line, so that every staged vector is one aligned line.
+#[repr(C, align(64))]
+struct Aligned<const N: usize>([f32; N]);
+
+/// The whole convolution for output rows `rows` of every image, with tiles of `R` pixels by
+/// `V` vectors of channels and a `K`x`K` window.
+pub(super) struct StemLanes<'a, 'b, A, const V: usize, const R: usize, const K: usize> {
+    pub(super) conv: &'a Data<'b>,
+    pub(super) act: A,
+    /// The whole output, of which this job writes output rows `rows` of every plane.
+    pub(super) out: &'a SharedMut<'b>,
+    pub(super) rows: Range<usize>,
+}
+
+impl<S: Simd, A: Act<S>, const V: usize, const R: usize, const K: usize> Job<S>
+    for StemLanes<'_, '_, A, V, R, K>
+{
+    type Output = ();
+
+    /// Bounds, argued once for the raw accesses below and in [`tile`]:
+    ///
+    /// * input: read with slice indexing only (into `prow`).
+    /// * `prow`: row `ci * K + ky < MAX_ROWS` (`c_in * K <= MAX_ROWS`, `Geom::new`), columns
+    ///   `2 r + kx` for pixels `r < segn <= SEG` of the segment and `kx < K <= 7`: below
+    ///   `2 SEG + 6 <= ROW`.
+    /// * `wt`: block `co0 / 16 V`, tap `t < c_in * K * K`, lane `< 16 V`: below
+    ///   `c_out * c_in * K * K <= MAX_C_OUT * MAX_TAPS` (`c_out` is a multiple of `16 V`).
+    /// * `stage`: pixel `< segn <= SEG`, channels below `c_out`, row stride `c_out`.
+    /// * output: `out + ((n * c_out + co) * oh + oy) * ow + seg0 + px` for at most
+    ///   `segn - px` lanes: inside output plane `co` of image `n`, in row `oy` of this job's
+    ///   `rows`, which no other job of the same call writes (the tasks' ranges are disjoint).
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Data {
+            g,
+            input,
+            weight,
+            bias,
+        } = *self.conv;
+        let Geom {
+            batch,
+            c_in,
+            c_out,
+            h,
+            w,
+            oh,
+            ow,
+            k: _,
+            pad_top,
+            pad_left,
+        } = *g;
+        assert!(S::LANES == 16 && g.k == K && c_in * K <= MAX_ROWS && c_out <= MAX_C_OUT);
+        assert!(c_in * K * K <= MAX_TAPS && 2 * SEG + K - 1 <= ROW);
+        assert!(c_out.is_multiple_of(16 * V) && 16 % R == 0 && ow >= 16);
+        assert!(self.out.len() >= batch * c_out * oh * ow && self.rows.end <= oh);
+        let taps = c_in * K * K;
+        let in_plane = h * w;
+        // The weights by blocks of `16 V` channels, tap-major in each: `wt[co / 16 V][t][co %
+        // 16 V]`, so that a tile reads one contiguous run at constant offsets.
+        let mut wt = Aligned([0.0f32; MAX_TAPS * MAX_C_OUT]);
+        for co in 0..c_out {
+            for t in 0..taps {
+                wt.0[((co / (16 * V)) * taps + t) * 16 * V + co % (16 * V)] = weight[co * taps + t];
+            }
+        }
+        let mut b = Aligned([0.0f32; MAX_C_OUT]);
+        if let Some(bias) = bias {
+            b.0[..c_out].copy_from_slice(bias);
+        }
+        let mut prow = Aligned([0.0f32; MAX_ROWS * ROW]);
+        let mut stage = Aligned([0.0f32; 16 * MAX_C_OUT]);
+        // Segments of equal length: each at least 16 columns (`ow >= 16`, and a segment of a
+        // plane wider than `SEG` has more than `SEG / 2`).
+        let segs = ow.div_ceil(SEG);
+        let dst0 = self.out.as_ptr();
+        for n in 0..batch {
+            let image = &input[n * c_in * in_plane..][..c_in * in_plane];
+            for oy in self.rows.clone() {
+                for seg in 0..segs {
+                    let seg0 = seg * ow / segs;
+                    let segn = (seg + 1) * ow / segs - seg0;
+                    // The padded input rows: columns `2 * seg0 - pad_left + j` of the image.
+                    let width = 2 * (segn - 1) + K;
+                    for ci in 0..c_in {
+                        for ky in 0..K {
+                            let to = &mut prow.0[(ci * K + ky) * ROW..][..width];
+                            let y = (2 * oy + ky).wrapping_sub(pad_top);
+                            if y >= h {
+                                to.fill(0.0);
+                                continue;
+                            }
+                            let from = &image[ci * in_plane + y * w..][..w];
+                            for (j, x) in to.iter_mut().enumerate() {
+                                let col = (2 * seg0 + j).wrapping_sub(pad_left);
+                                *x = if col < w { from[col] } else { 0.0 };
+                            }
+                        }
+                    }
+                    // For each block of channels, groups of 16 output columns (the last one
+                    // overlaps the previous): the group's tiles, then its outputs transposed
+                    // and stored. The block's weights stay in L1 over the whole segment, and the
+                    // stores spread over the computation instead of filling the store buffer
+                    // in one burst.
+                    for co0 in (0..c_out).step_by(16 * V) {
+                        for px in (0..segn).step_by(16) {
+                            let px = px.min(segn - 16);
+                            for r0 in (0..16).step_by(R) {
+                                // SAFETY: see the bounds above.
+                                unsafe {
+                                    tile::<S, V, R, K>(
+                                        s,
+                                        c_in,
+                                        prow.0.as_ptr().add(2 * (px + r0)),
+                                        wt.0.as_ptr().add(co0 * taps),
+                                        b.0.as_ptr().add(co0),
+                                        stage.0.as_mut_ptr().add(r0 * 16 * V),
+                                    )
+                                };
+                            }
+                            // The staged `[r][co0 + c]` to `out[co0 + c][oy][seg0 + px + r]`.
+                            let to =
+                                dst0.wrapping_add(((n * c_out + co0) * oh + oy) * ow + seg0 + px);
+                            for c in (0..16 * V).step_by(16) {
+                                let mut v: [S::V; 16] = array(|r| {
+                                    // SAFETY: see the bounds above.
+                                    unsafe { s.load_ptr(stage.0.as_ptr().add(r * 16 * V + c)) }
+                                });
+                                s.transpose(&mut v);
+                                for (j, &v) in v.iter().enumerate() {
+                                    let v = self.act.apply(s, v);
+                                    // SAFETY: see the bounds above.
+                                    unsafe { s.store_ptr(to.wrapping_add((c + j) * oh * ow), v) };
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One tile: `R` output pixels (their padded input row `2 r` floats from `prow` for row
+/// `ci * K + ky`, rows [`ROW`] apart) by `V` vectors of output channels (weights `wt + t * 16 V`
+/// for tap `t`, bias `bias`), stored pixel-major at `stage + r * 16 V + 16 v`.
+///
+/// # Safety
+///
+/// `prow` readable for row `c_in * K - 1` column `2 (R - 1) + K - 1`; `wt` for `c_in * K * K`
+/// taps of `16 V` floats; `bias` for `16 V`; `stage`
+/// writable for `R * 16 V` floats.
+#[inline(always)]
+unsafe fn tile<S: Simd, const V: usize, const R: usize, const K: usize>(
+    s: S,
+    c_in: usize,
+    prow: *const f32,
+    wt: *const f32,
+    bias: *const f32,
+    stage: *mut f32,
+) {
+    let l = S::LANES;
+    // SAFETY: bias holds `16 V` floats (the caller's contract).
+    let mut acc: [[S::V; V]; R] = array(|_| array(|v| unsafe { s.load_ptr(bias.add(l * v)) }));
+    for row in 0..c_in * K {
+        let x0 = prow.wrapping_add(row * ROW);
+        let w0 = wt.wrapping_add(row * K * V * l);
+        for kx in 0..K {
+            // SAFETY: tap `row * K + kx < c_in * K * K` of `wt` (the caller's contract).
+            let wv: [S::V; V] = array(|v| unsafe { s.load_ptr(w0.add((kx * V + v) * l)) });
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: row `row < c_in * K`, column `2 r + kx <= 2 (R - 1) + K - 1` of
+                // `prow` (the caller's contract).
+                let x = s.splat(unsafe { *x0.add(2 * r + kx) });
+                for (a, &w) in acc.iter_mut().zip(&wv) {
+                    *a = s.fmadd(x, w, *a);
+                }
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        for (v, &a) in acc.iter().enumerate() {
+            // SAFETY: `(r * V + v) * 16 < R * 16 V` floats of `stage` (the caller's contract).
+            unsafe { s.store_ptr(stage.add((r * V + v) * l), a) };
+        }
+    }
+}
