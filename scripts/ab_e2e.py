@@ -8,7 +8,12 @@ one inference each, so a slow minute of the host hits both. Build the binaries f
     cargo build --release --example bench_e2e && cp target/release/examples/bench_e2e /tmp/new
     git worktree add /tmp/wt_old <commit> && (cd /tmp/wt_old &&
         CARGO_TARGET_DIR=/tmp/wt_old_target cargo build --release --example bench_e2e)
-    python3 scripts/ab_e2e.py resnet50 21 /tmp/wt_old_target/release/examples/bench_e2e /tmp/new
+    taskset -c 0 python3 scripts/ab_e2e.py resnet50 21 /tmp/wt_old_target/release/examples/bench_e2e /tmp/new
+
+Pin the run to one core (`taskset -c 0 python3 scripts/ab_e2e.py ...`; the servers inherit it):
+unpinned, the servers can land on cores of different speed for the whole run (a busy
+hyperthread sibling, another guest), and a binary against a copy of itself gave per-round
+ratios with quartiles 0.75-1.09; pinned, 0.97-1.04 (Intel Xeon host, 2026-11-28).
 
 The network's files come from `target/bench_e2e/<model>/` (written by `bench_e2e.py`). `ort`
 as a binary name adds onnxruntime (one intra-op thread) to the rotation. Options (environment):
