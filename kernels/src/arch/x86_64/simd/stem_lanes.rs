@@ -103,10 +103,11 @@ impl<S: Simd, A: Act<S>, const V: usize, const R: usize, const K: usize> Job<S>
     ///   `2 SEG + 6 <= ROW`.
     /// * `wt`: block `co0 / 16 V`, tap `t < c_in * K * K`, lane `< 16 V`: below
     ///   `c_out * c_in * K * K <= MAX_C_OUT * MAX_TAPS` (`c_out` is a multiple of `16 V`).
-    /// * `stage`: pixel `< segn <= SEG`, channels below `c_out`, row stride `c_out`.
-    /// * output: `out + ((n * c_out + co) * oh + oy) * ow + seg0 + px` for at most
-    ///   `segn - px` lanes: inside output plane `co` of image `n`, in row `oy` of this job's
-    ///   `rows`, which no other job of the same call writes (the tasks' ranges are disjoint).
+    /// * `stage`: 16 pixels of `16 V` floats, `16 * 16 V <= 16 * MAX_C_OUT`.
+    /// * output: `out + ((n * c_out + co) * oh + oy) * ow + seg0 + px` for 16 lanes, with
+    ///   `px <= segn - 16` and `seg0 + segn <= ow`: inside output plane `co` of image `n`, in
+    ///   row `oy` of this job's `rows`, which no other job of the same call writes (the tasks'
+    ///   ranges are disjoint).
     #[inline(always)]
     fn run(self, s: S) {
         let Data {
