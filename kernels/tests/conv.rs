@@ -360,9 +360,9 @@ fn conv2d_large_shapes_match_portable() {
 }
 
 /// Stems (a 3x3 stride-2 window over 1-4 input channels or a 7x7 one over 1-3, at least 16
-/// output columns), which
-/// AVX-512 runs through a direct kernel (two, by the number of output channels): output planes not a multiple of 16 columns (the last
-/// chunk overlaps), channel counts not a multiple of its blocks, asymmetric and larger padding,
+/// output columns), which AVX-512 runs through a direct kernel (two: a 7x7 window into a
+/// multiple of 64 channels goes to `simd/stem_lanes.rs`): output planes not a multiple of 16
+/// columns (the last chunk overlaps), channel counts not a multiple of its blocks, asymmetric and larger padding,
 /// one output row and column more than the image gives (ceil mode), two images; every
 /// activation, with and without a bias and a residual. Random cases rarely reach 16 columns.
 #[test]
@@ -370,14 +370,16 @@ fn stem_shapes_match_portable() {
     // `(batch, c_in, h, w, c_out, window, pad [top, left, bottom, right], extra output
     // rows/columns)`.
     type Shape = (usize, usize, usize, usize, usize, usize, [usize; 4], usize);
-    let shapes: [Shape; 16] = [
+    let shapes: [Shape; 17] = [
         (1, 3, 41, 41, 10, 3, [1; 4], 0),
-        // Whole blocks of 64, 48 or 32 channels (AVX-512: output channels along the lanes),
-        // planes wider than one segment of 128 columns.
+        // Blocks of 64, 48 and 32 channels, planes wider than 128 columns; the 7x7 ones into
+        // 64 channels run with the channels along the lanes (`stem_lanes`: its segments of at
+        // most 128 columns, its last group of 16 columns overlapping, two images, ceil mode).
         (1, 4, 33, 37, 64, 3, [1; 4], 0),
         (1, 2, 9, 300, 32, 3, [1; 4], 0),
         (2, 3, 30, 41, 48, 7, [3, 2, 1, 0], 1),
         (1, 3, 14, 300, 64, 7, [3; 4], 0),
+        (2, 2, 30, 41, 64, 7, [3, 2, 1, 0], 1),
         (1, 3, 48, 64, 32, 3, [1; 4], 0),
         (1, 1, 33, 33, 8, 3, [0, 0, 1, 1], 0),
         (1, 4, 35, 70, 24, 3, [1; 4], 0),

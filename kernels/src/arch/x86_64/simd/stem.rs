@@ -76,7 +76,7 @@ const MAX_BLOCKS: usize = MAX_C_OUT / CO_MIN;
 /// The taps of a 3x3 window over [`MAX_C_IN`] channels.
 const TAPS_3: usize = MAX_C_IN * 9;
 /// The taps of a 7x7 window over [`MAX_C_IN_7`] channels.
-const TAPS_7: usize = MAX_C_IN_7 * 49;
+pub(super) const TAPS_7: usize = MAX_C_IN_7 * 49;
 /// The output rows a 7x7 window computes per channel block before the next block: the band's
 /// input rows (`2 BAND_7 + 5` of each channel, 56 KB for an RGB 224x224 image) stay in L2.
 const BAND_7: usize = 8;

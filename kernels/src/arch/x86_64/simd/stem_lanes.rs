@@ -49,7 +49,7 @@
 //! count.
 
 use super::math::Act;
-use super::stem::{Data, Geom, MAX_C_IN_7, MAX_C_OUT};
+use super::stem::{Data, Geom, MAX_C_IN_7, MAX_C_OUT, TAPS_7};
 use super::vector::{array, Job, Simd};
 use crate::par::SharedMut;
 use core::ops::Range;
@@ -61,8 +61,6 @@ const SEG: usize = 128;
 const ROW: usize = 2 * SEG + 8;
 /// The most padded input rows an output row reads: `c_in * 7`.
 const MAX_ROWS: usize = MAX_C_IN_7 * 7;
-/// The most taps: `c_in * 7 * 7`.
-const MAX_TAPS: usize = MAX_C_IN_7 * 49;
 
 /// Whether this path takes a stem with a `k`x`k` window and `c_out` output channels, with
 /// `lanes`-wide vectors (see the module docs for the measurements behind the rule).
@@ -102,7 +100,7 @@ impl<S: Simd, A: Act<S>, const V: usize, const R: usize, const K: usize> Job<S>
     ///   `2 r + kx` for pixels `r < segn <= SEG` of the segment and `kx < K <= 7`: below
     ///   `2 SEG + 6 <= ROW`.
     /// * `wt`: block `co0 / 16 V`, tap `t < c_in * K * K`, lane `< 16 V`: below
-    ///   `c_out * c_in * K * K <= MAX_C_OUT * MAX_TAPS` (`c_out` is a multiple of `16 V`).
+    ///   `c_out * c_in * K * K <= MAX_C_OUT * TAPS_7` (`c_out` is a multiple of `16 V`).
     /// * `stage`: 16 pixels of `16 V` floats, `16 * 16 V <= 16 * MAX_C_OUT`.
     /// * output: `out + ((n * c_out + co) * oh + oy) * ow + seg0 + px` for 16 lanes, with
     ///   `px <= segn - 16` and `seg0 + segn <= ow`: inside output plane `co` of image `n`, in
@@ -129,14 +127,14 @@ impl<S: Simd, A: Act<S>, const V: usize, const R: usize, const K: usize> Job<S>
             pad_left,
         } = *g;
         assert!(S::LANES == 16 && g.k == K && c_in * K <= MAX_ROWS && c_out <= MAX_C_OUT);
-        assert!(c_in * K * K <= MAX_TAPS && 2 * SEG + K - 1 <= ROW);
+        assert!(c_in * K * K <= TAPS_7 && 2 * SEG + K - 1 <= ROW);
         assert!(c_out.is_multiple_of(16 * V) && 16 % R == 0 && ow >= 16);
         assert!(self.out.len() >= batch * c_out * oh * ow && self.rows.end <= oh);
         let taps = c_in * K * K;
         let in_plane = h * w;
         // The weights by blocks of `16 V` channels, tap-major in each: `wt[co / 16 V][t][co %
         // 16 V]`, so that a tile reads one contiguous run at constant offsets.
-        let mut wt = Aligned([0.0f32; MAX_TAPS * MAX_C_OUT]);
+        let mut wt = Aligned([0.0f32; TAPS_7 * MAX_C_OUT]);
         for co in 0..c_out {
             for t in 0..taps {
                 wt.0[((co / (16 * V)) * taps + t) * 16 * V + co % (16 * V)] = weight[co * taps + t];
