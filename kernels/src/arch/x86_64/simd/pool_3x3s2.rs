@@ -29,6 +29,7 @@
 
 use super::vector::Simd;
 use crate::arch::portable;
+use crate::arch::x86_64::avx2::blis::prefetch;
 use crate::Pool2d;
 
 /// The most output columns per row this kernel takes (SqueezeNet's 54, ResNet's 56): the
@@ -142,12 +143,7 @@ fn prefetch_rows(x: &[f32], w: usize, r: usize) {
     let row = x.as_ptr().wrapping_add(r * w);
     let mut at = 0;
     while at < 2 * w {
-        // SAFETY: SSE is baseline on x86_64, and a prefetch never faults.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                row.wrapping_add(at).cast(),
-            )
-        };
+        prefetch(row.wrapping_add(at));
         at += 16;
     }
 }
