@@ -31,7 +31,7 @@
 //! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack, in a frame
 //! sized for the call ([`with_panel`]): at most [`PANEL_LEN`] floats plus the sliver buffer,
 //! about 790 KiB in all, no heap. The next
-//! sliver's rows are prefetched during the last tile of the current one, and the packers
+//! sliver's rows are prefetched during the last tiles of the current one ([`NextSliver`]), and the packers
 //! prefetch the rows of `B` they will read next: both are streams of short bursts far apart in
 //! memory that the hardware prefetchers pick up too late.
 //!
@@ -678,6 +678,67 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     });
 }
 
+/// Which tiles on a sliver prefetch the next sliver ([`Tile::a_next`]), and which part each.
+///
+/// The last full tile (or the ragged part, if there is no full tile) fetches it all, unless
+/// `A` is blocked: then the next sliver is one contiguous run of `MR * kc` floats, and the
+/// last [`NextSliver::SPREAD`] tiles each fetch a `1 / spread` part of it. One tile's burst of
+/// a whole blocked sliver (18 KiB) waited on memory where the weights come from it once per
+/// run (ResNet-50's 14x14 and 7x7 layers: 13 % of the tile's samples sat on those
+/// prefetches); spread over four tiles, ResNet-50 ran in 0.954 of the time (Intel Xeon,
+/// family 6 model 207, pinned A/B of whole runs). The in-place products
+/// ([`in_place_part`]) spread the same way; there it measured neutral (MobileNet-v2 1.003,
+/// ShuffleNet-v2 0.990, whose slivers are few and short).
+#[derive(Clone, Copy, Debug)]
+struct NextSliver {
+    /// Full tiles on the sliver, or 1 (the ragged part).
+    fetchers: usize,
+    spread: usize,
+    /// Floats of the blocked next sliver each fetching tile covers.
+    part: usize,
+    mr: usize,
+}
+
+impl NextSliver {
+    /// At most this many tiles share the prefetch of a blocked sliver.
+    const SPREAD: usize = 4;
+
+    fn new(tiles: usize, blocked: bool, mr: usize, kc: usize) -> NextSliver {
+        let fetchers = tiles.max(1);
+        let spread = if blocked {
+            fetchers.min(Self::SPREAD)
+        } else {
+            1
+        };
+        NextSliver {
+            fetchers,
+            spread,
+            part: (mr * kc).div_ceil(spread),
+            mr,
+        }
+    }
+
+    /// `(a_next, lda_next)` for call `q` on the sliver, the next sliver starting at `next`
+    /// with rows `lda` apart (`kc` if blocked); null if `q` fetches nothing.
+    ///
+    /// A tile prefetches `MR` rows of `kc` floats `lda_next` apart; for a part of a blocked
+    /// sliver those are `MR` overlapping pieces of the part, so that it is covered (`spread`
+    /// prefetches per line, the extra ones hitting lines already on their way).
+    fn part(&self, q: usize, next: *const f32, lda: usize) -> (*const f32, usize) {
+        if q >= self.fetchers || q + self.spread < self.fetchers {
+            return (core::ptr::null(), 0);
+        }
+        if self.spread == 1 {
+            return (next, lda);
+        }
+        let s = q + self.spread - self.fetchers;
+        (
+            next.wrapping_add(s * self.part),
+            self.part.div_ceil(self.mr),
+        )
+    }
+}
+
 /// `B`'s address and row stride if the product reads it in place ([`in_place_part`]).
 ///
 /// Only when `A` has no more rows than the depth: a projection (`k -> m < k`) reuses each
@@ -770,8 +831,6 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
         Bias::Col(v) => assert!(v.len() >= n, "gemm: bias too short"),
     }
     let mr = K::MR;
-    /// At most this many tiles share the prefetch of the next blocked sliver.
-    const SPREAD: usize = 4;
     assert!(mr <= MR_MAX && NC_MAX.is_multiple_of(NR) && NC_MIN.is_multiple_of(NR));
 
     // Equal depth blocks of at most KC; k = 0 still runs one (empty) block so that C gets
@@ -844,12 +903,7 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
                 };
                 let next = ir + rows;
                 let calls = tiles + usize::from(l.rest > 0);
-                // The tiles that fetch the next sliver (see `a_next` below): the last one, or
-                // for the blocked layout, whose next sliver is one contiguous run, the last
-                // `spread` each fetching a `1 / spread` part of it.
-                let fetchers = tiles.max(1);
-                let spread = if a_blocked { fetchers.min(SPREAD) } else { 1 };
-                let part = (mr * kc).div_ceil(spread);
+                let fetch = NextSliver::new(tiles, a_blocked, mr, kc);
                 for q in 0..calls {
                     let (j, b_at, cols) = if q < l.full {
                         (jc + q * NR, q * kc * NR, NR)
@@ -859,30 +913,22 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
                         let done = l.full * NR + l.half;
                         (jc + done, done * kc, l.rest)
                     };
+                    let (a_next, lda_next) = if next < m_end {
+                        let sliver = if a_blocked {
+                            a_ptr.wrapping_add(m * pc + next * kc)
+                        } else {
+                            a_ptr.wrapping_add(next * lda + pc)
+                        };
+                        fetch.part(q, sliver, if a_blocked { kc } else { lda })
+                    } else {
+                        (core::ptr::null(), 0)
+                    };
                     let t = Tile {
                         kc,
                         a: sliver_ptr,
                         lda: sliver_ld,
-                        // During the last full tiles on this sliver (or the ragged part if
-                        // there is no full tile), fetch the next sliver's rows for the copy
-                        // or the in-place read that follows. One tile's burst of a whole
-                        // blocked sliver (18 KiB) waited on memory where the weights come
-                        // from it once per run (ResNet-50's 14x14 and 7x7 layers); spread over
-                        // four tiles, ResNet-50 ran 0.954 of the time (Intel Xeon, pinned A/B).
-                        a_next: if q < fetchers && q + spread >= fetchers && next < m_end {
-                            if a_blocked {
-                                let s = q + spread - fetchers;
-                                a_ptr.wrapping_add(m * pc + next * kc + s * part)
-                            } else {
-                                a_ptr.wrapping_add(next * lda + pc)
-                            }
-                        } else {
-                            core::ptr::null()
-                        },
-                        // A tile prefetches `MR` rows of `kc` floats `lda_next` apart: for a
-                        // part of a contiguous sliver, `MR` pieces of it (overlapping, so the
-                        // part is covered; `spread` prefetches per line).
-                        lda_next: if a_blocked { part.div_ceil(mr) } else { lda },
+                        a_next,
+                        lda_next,
                         b: panel.wrapping_add(b_at),
                         ldb: 0,
                         b_rows: core::ptr::null(),
@@ -1039,6 +1085,7 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                 };
                 let (sliver, lda) = at(ir);
                 let next = ir + r;
+                let fetch = NextSliver::new(tiles, g.a_blocked, mr, kc);
                 for q in 0..calls {
                     let (j, b_at, w) = if q < l.full {
                         (jc + q * NR, block_b.wrapping_add(jc + q * NR), NR)
@@ -1048,19 +1095,20 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                     } else {
                         (jc + body, rest_ptr.cast_const(), l.rest)
                     };
+                    // As in the packed path: the last full tiles fetch the next sliver's
+                    // rows, which in a model come from memory (a layer's weights are read
+                    // once per run).
+                    let (a_next, lda_next) = if next < rows.end {
+                        fetch.part(q, at(next).0, lda)
+                    } else {
+                        (core::ptr::null(), 0)
+                    };
                     let t = Tile {
                         kc,
                         a: sliver,
                         lda,
-                        // As in the packed path: the last full tile fetches the next
-                        // sliver's rows, which in a model come from memory (a layer's
-                        // weights are read once per run).
-                        a_next: if q + 1 == tiles.max(1) && next < rows.end {
-                            at(next).0
-                        } else {
-                            core::ptr::null()
-                        },
-                        lda_next: lda,
+                        a_next,
+                        lda_next,
                         b: b_at,
                         ldb,
                         b_rows,
