@@ -30,10 +30,10 @@
 //! there, the panels are four times wider so that `A` streams from L3 fewer times
 //! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack, in a frame
 //! sized for the call ([`with_panel`]): at most [`PANEL_LEN`] floats plus the sliver buffer,
-//! about 790 KiB in all, no heap. The next
-//! sliver's rows are prefetched during the last tiles of the current one ([`NextSliver`]), and the packers
-//! prefetch the rows of `B` they will read next: both are streams of short bursts far apart in
-//! memory that the hardware prefetchers pick up too late.
+//! about 790 KiB in all, no heap. The next sliver's rows are prefetched during the last tiles
+//! of the current one ([`NextSliver`]), and the packers prefetch the rows of `B` they will read
+//! next: both are streams of short bursts far apart in memory that the hardware prefetchers
+//! pick up too late.
 //!
 //! Tails. Rows: the last `MR + r` rows are split into two nearly equal slivers, so no tile has
 //! only one or two rows (too few accumulators to hide the FMA latency). Columns: computing a
@@ -682,10 +682,11 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
 ///
 /// The last full tile (or the ragged part, if there is no full tile) fetches it all, unless
 /// `A` is blocked: then the next sliver is one contiguous run of `MR * kc` floats, and the
-/// last [`NextSliver::SPREAD`] tiles each fetch a `1 / spread` part of it. One tile's burst of
-/// a whole blocked sliver (18 KiB) waited on memory where the weights come from it once per
-/// run (ResNet-50's 14x14 and 7x7 layers: 13 % of the tile's samples sat on those
-/// prefetches); spread over four tiles, ResNet-50 ran in 0.954 of the time (Intel Xeon,
+/// last [`NextSliver::SPREAD`] tiles each fetch a `1 / spread` part of it. In a network the
+/// weights come from memory once per run, and one tile's burst of a whole blocked sliver
+/// (18 KiB) was more than the fill buffers could hold in flight: 10-14 % of ResNet-50's tile
+/// samples sat on those prefetches. Spread over four tiles (and with C prefetched only where
+/// it is loaded, [`prefetch_c`](super::kern::prefetch_c)), ResNet-50 ran in 0.954 of the time (Intel Xeon,
 /// family 6 model 207, pinned A/B of whole runs). The in-place products
 /// ([`in_place_part`]) spread the same way; there it measured neutral (MobileNet-v2 1.003,
 /// ShuffleNet-v2 0.990, whose slivers are few and short).
