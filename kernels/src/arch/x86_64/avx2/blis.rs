@@ -344,6 +344,15 @@ pub(crate) fn prefetch(p: *const f32) {
     unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast()) }
 }
 
+/// [`prefetch`]es each cache line of the `len` floats from `p` (one per 16 floats; any
+/// address is harmless).
+#[inline(always)]
+pub(crate) fn prefetch_run(p: *const f32, len: usize) {
+    for l in (0..len).step_by(16) {
+        prefetch(p.wrapping_add(l));
+    }
+}
+
 /// Length of the packed layout of a `kc x nc` panel.
 #[inline(always)]
 pub(crate) const fn packed_len(kc: usize, nc: usize) -> usize {
@@ -408,10 +417,10 @@ impl PackB for RowMajor<'_> {
         const AHEAD: usize = 6;
         for p in 0..kc {
             if p + AHEAD < kc {
-                let ahead = self.data[(pc + p + AHEAD) * self.ld + jc..][..nc].as_ptr();
-                for l in (0..nc).step_by(16) {
-                    prefetch(ahead.wrapping_add(l));
-                }
+                prefetch_run(
+                    self.data[(pc + p + AHEAD) * self.ld + jc..][..nc].as_ptr(),
+                    nc,
+                );
             }
             scatter_row::<NR>(&self.data[(pc + p) * self.ld + jc..][..nc], p, kc, dst);
         }
@@ -719,13 +728,16 @@ impl NextSliver {
         }
     }
 
-    /// `(a_next, lda_next)` for call `q` on the sliver, the next sliver starting at `next`
-    /// with rows `lda` apart (`kc` if blocked); null if `q` fetches nothing.
+    /// `(a_next, lda_next)` for call `q` on the sliver, `next` being the next sliver's start
+    /// and row stride (`kc` if blocked), if there is one; null if `q` fetches nothing.
     ///
     /// A tile prefetches `MR` rows of `kc` floats `lda_next` apart; for a part of a blocked
     /// sliver those are `MR` overlapping pieces of the part, so that it is covered (`spread`
     /// prefetches per line, the extra ones hitting lines already on their way).
-    fn part(&self, q: usize, next: *const f32, lda: usize) -> (*const f32, usize) {
+    fn part(&self, q: usize, next: Option<(*const f32, usize)>) -> (*const f32, usize) {
+        let Some((next, lda)) = next else {
+            return (core::ptr::null(), 0);
+        };
         if q >= self.fetchers || q + self.spread < self.fetchers {
             return (core::ptr::null(), 0);
         }
@@ -905,6 +917,13 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
                 let next = ir + rows;
                 let calls = tiles + usize::from(l.rest > 0);
                 let fetch = NextSliver::new(tiles, a_blocked, mr, kc);
+                let next_sliver = (next < m_end).then(|| {
+                    if a_blocked {
+                        (a_ptr.wrapping_add(m * pc + next * kc), kc)
+                    } else {
+                        (a_ptr.wrapping_add(next * lda + pc), lda)
+                    }
+                });
                 for q in 0..calls {
                     let (j, b_at, cols) = if q < l.full {
                         (jc + q * NR, q * kc * NR, NR)
@@ -914,16 +933,7 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
                         let done = l.full * NR + l.half;
                         (jc + done, done * kc, l.rest)
                     };
-                    let (a_next, lda_next) = if next < m_end {
-                        let sliver = if a_blocked {
-                            a_ptr.wrapping_add(m * pc + next * kc)
-                        } else {
-                            a_ptr.wrapping_add(next * lda + pc)
-                        };
-                        fetch.part(q, sliver, if a_blocked { kc } else { lda })
-                    } else {
-                        (core::ptr::null(), 0)
-                    };
+                    let (a_next, lda_next) = fetch.part(q, next_sliver);
                     let t = Tile {
                         kc,
                         a: sliver_ptr,
@@ -1087,6 +1097,7 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                 let (sliver, lda) = at(ir);
                 let next = ir + r;
                 let fetch = NextSliver::new(tiles, g.a_blocked, mr, kc);
+                let next_sliver = (next < rows.end).then(|| at(next));
                 for q in 0..calls {
                     let (j, b_at, w) = if q < l.full {
                         (jc + q * NR, block_b.wrapping_add(jc + q * NR), NR)
@@ -1099,11 +1110,7 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
                     // As in the packed path: the last full tiles fetch the next sliver's
                     // rows, which in a model come from memory (a layer's weights are read
                     // once per run).
-                    let (a_next, lda_next) = if next < rows.end {
-                        fetch.part(q, at(next).0, lda)
-                    } else {
-                        (core::ptr::null(), 0)
-                    };
+                    let (a_next, lda_next) = fetch.part(q, next_sliver);
                     let t = Tile {
                         kc,
                         a: sliver,

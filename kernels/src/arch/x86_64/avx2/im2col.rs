@@ -38,7 +38,7 @@
 use core::ops::Range;
 
 use super::blis::{
-    self, packed_len, prefetch, scatter_row, Bias, MicroKernel, PackB, PanelLayout, RowMajor,
+    self, packed_len, prefetch_run, scatter_row, Bias, MicroKernel, PackB, PanelLayout, RowMajor,
     NC_MAX,
 };
 use super::lanes::Lanes;
@@ -261,9 +261,7 @@ impl<S: Lanes> PackB for Im2col<'_, S> {
             let span = (in_rows * p.w).min(plane_len);
             let base = self.src.as_ptr().wrapping_add(first);
             if first < self.src.len() {
-                for l in (0..span).step_by(16) {
-                    prefetch(base.wrapping_add(l));
-                }
+                prefetch_run(base, span);
             }
         };
 

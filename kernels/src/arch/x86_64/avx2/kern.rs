@@ -165,10 +165,12 @@ unsafe fn tile_w<S: Lanes, const R: usize, const W: usize>(s: S, t: &Tile) {
 /// samples were on those prefetches on an Intel Xeon, whose fill buffers they exhausted).
 #[inline(always)]
 pub(crate) fn prefetch_c<S: Lanes>(s: S, t: &Tile, rows: usize, cols: usize) {
-    for i in 0..if t.accumulate { rows } else { 0 } {
-        let c_row = t.c.wrapping_add(i * t.ldc);
-        s.prefetch(c_row);
-        s.prefetch(c_row.wrapping_add(cols - 1));
+    if t.accumulate {
+        for i in 0..rows {
+            let c_row = t.c.wrapping_add(i * t.ldc);
+            s.prefetch(c_row);
+            s.prefetch(c_row.wrapping_add(cols - 1));
+        }
     }
     // The residual's rows, read by the epilogue: as far apart, and often only in L3 (the value
     // was computed a few layers ago), too far for one tile's reduction to hide: this tile's

@@ -29,7 +29,7 @@
 
 use super::vector::Simd;
 use crate::arch::portable;
-use crate::arch::x86_64::avx2::blis::prefetch;
+use crate::arch::x86_64::avx2::blis::prefetch_run;
 use crate::Pool2d;
 
 /// The most output columns per row this kernel takes (SqueezeNet's 54, ResNet's 56): the
@@ -110,7 +110,11 @@ fn plane<S: Simd>(
     let (w, ow) = (p.w, p.out_w);
     let [pt, pl, _, _] = p.pad;
     for (i, out_row) in y.chunks_exact_mut(ow).enumerate() {
-        prefetch_rows(x, w, (2 * (i + AHEAD) + 1).saturating_sub(pt));
+        // Input rows `r` and `r + 1` for the output row `AHEAD` rows on (its first two new
+        // ones); past the plane's end the next plane's first rows (the planes are
+        // contiguous), or nothing anyone reads, which a prefetch may touch.
+        let r = (2 * (i + AHEAD) + 1).saturating_sub(pt);
+        prefetch_run(x.as_ptr().wrapping_add(r * w), 2 * w);
         // The window's rows: `2i - pt ..= 2i - pt + 2`, some of them maybe outside the image.
         let top = (2 * i) as isize - pt as isize;
         let ok = if i > 0 && top + 2 < p.h as isize {
@@ -126,27 +130,13 @@ fn plane<S: Simd>(
     true
 }
 
-/// Output rows between a row's computation and its input rows' prefetch ([`prefetch_rows`]).
-const AHEAD: usize = 4;
-
-/// Starts fetching input rows `r` and `r + 1` of the plane at `x` (`w` floats each), which
-/// the output row [`AHEAD`] rows on reads first. Past the plane's end these are the next
-/// plane's first rows (the planes are contiguous), or nothing anyone reads, which a prefetch
-/// may touch (it never faults).
+/// Output rows between a row's computation and the prefetch of its input rows.
 ///
 /// **Why.** In a network the pool reads what the layer before wrote, from L3 or memory (3 MiB
 /// for ResNet-50's 64 x 112 x 112): the pool ran 2.3x its time on cached input there, and
 /// these planes are a dozen 4 KiB pages each, so the hardware's page-bounded streams keep
 /// restarting.
-#[inline(always)]
-fn prefetch_rows(x: &[f32], w: usize, r: usize) {
-    let row = x.as_ptr().wrapping_add(r * w);
-    let mut at = 0;
-    while at < 2 * w {
-        prefetch(row.wrapping_add(at));
-        at += 16;
-    }
-}
+const AHEAD: usize = 4;
 
 /// An output row whose window rows are all inside the image, the first one's maxima in `last`
 /// (`rows` holds the other two): their maxima are computed and folded in registers, and the
