@@ -37,6 +37,9 @@
 //! * **conv_transpose** — [`conv_transpose`] (1- to 3-D; the table's GEMM + col2im,
 //!   [`ConvTranspose::scratch_len`]).
 //!
+//! [`nchwc`] is the blocked channel layout (NCHW16c): its converters, its weight packer and
+//! its convolution's portable reference; the table's `conv2d_nchwc` is each ISA's version.
+//!
 //! Weights a table's `conv2d` reads in a layout of its own ([`Kernels::weights`]) are put there
 //! once by [`pack`], when a model prepares its parameters, never by a run.
 //!
@@ -56,6 +59,7 @@ pub mod arch;
 mod dtype;
 mod len;
 pub mod math;
+pub mod nchwc;
 pub mod pack;
 pub mod par;
 mod params;
@@ -83,7 +87,8 @@ pub use params::{
 };
 pub use split::{DEPTHWISE_SCRATCH_SLOTS, MIN_PARALLEL_ELEMENTS};
 pub use table::{
-    best, detect, for_isa, ConvParFn, ConvResFn, ConvResParFn, Isa, Kernels, ParEntries, PORTABLE,
+    best, detect, for_isa, ConvParFn, ConvResFn, ConvResParFn, Isa, Kernels, NchwcConvFn,
+    ParEntries, PORTABLE,
 };
 
 /// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel

@@ -85,6 +85,9 @@ pub struct Kernels {
     /// [`crate::winograd::conv2d`]: weights already through `winograd::transform_filter`.
     pub conv2d_winograd:
         fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]),
+    /// [`crate::nchwc::conv2d`]: a convolution in the blocked channel layout (input, residual
+    /// and output NCHW16c, weights packed by [`crate::nchwc::pack_weights`]).
+    pub conv2d_nchwc: NchwcConvFn,
     pub dense: fn(usize, usize, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]),
     pub unary: fn(Activation, &[f32], &mut [f32]),
     pub unary_inplace: fn(Activation, &mut [f32]),
@@ -119,6 +122,11 @@ pub struct ParEntries {
 /// A convolution entry with threads: `conv2d`'s arguments after the [`Parallel`].
 pub type ConvParFn =
     fn(&dyn Parallel, &Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]);
+
+/// [`Kernels::conv2d_nchwc`]: the parameters, input, packed weights, bias, residual,
+/// activation and output.
+pub type NchwcConvFn =
+    fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Option<&[f32]>, Activation, &mut [f32]);
 
 /// [`Kernels::conv2d_res`]: `conv2d`'s arguments with the residual after the bias.
 pub type ConvResFn =
@@ -243,6 +251,7 @@ pub const PORTABLE: Kernels = {
         conv2d: p::conv2d,
         conv2d_res: p::conv2d_res,
         conv2d_winograd: p::winograd::conv2d,
+        conv2d_nchwc: crate::nchwc::conv2d,
         dense: p::dense,
         unary: p::unary,
         unary_inplace: p::unary_inplace,

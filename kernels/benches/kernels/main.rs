@@ -27,6 +27,8 @@
 //!     print  PEAK <case> gflops=<x>                        the peak sampled with this case
 //!            REF <case> crate=<crate> gflops=<x> of_peak=<x>                      per crate
 //!            BENCH <case> isa=<isa> gflops=<x> of_peak=<x> vs_best_crate=<x or ->  per ISA
+//!            NCHWC <case> isa=<isa> nchw_of_peak=<x> blocked_over_nchw=<x>   blocked convolutions:
+//!                the same ISA's NCHW conv2d, sampled in the same turns, and the speed ratio
 //! print medians of of_peak per family and ISA, and of AVX2 / AVX-512
 //! ```
 //!
@@ -49,7 +51,7 @@ use std::hint::black_box;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use kiln_kernels::{for_isa, pack, Isa, Kernels, WeightLayout, PORTABLE};
+use kiln_kernels::{for_isa, nchwc, pack, Isa, Kernels, WeightLayout, PORTABLE};
 
 use shapes::{Case, Family, Op};
 
@@ -215,6 +217,10 @@ enum Data {
         /// `weight` as the x86 tables read it (`WeightLayout::DepthBlocked`), packed once as a
         /// model does when it prepares its parameters, outside the timed runs.
         blocked: Vec<f32>,
+        /// For the blocked layout (`Op::Nchwc`): the input blocked and the weights packed
+        /// by `nchwc::pack_weights` (empty for the other ops).
+        nchwc_input: Vec<f32>,
+        nchwc_weight: Vec<f32>,
     },
     Pool {
         input: Vec<f32>,
@@ -234,7 +240,7 @@ impl Data {
                 a: random(m * k, 1),
                 b: random(k * n, 2),
             },
-            Op::Conv(p, _) | Op::Winograd(p, _) => {
+            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) => {
                 let weight = random(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4);
                 let mut u = Vec::new();
                 if let Op::Winograd(..) = case.op {
@@ -243,8 +249,18 @@ impl Data {
                 }
                 let mut blocked = vec![0.0; weight.len()];
                 pack::pack_conv2d(WeightLayout::DepthBlocked, &p, &weight, &mut blocked);
+                let input = random(p.batch * p.c_in * p.h * p.w, 3);
+                let (mut nchwc_input, mut nchwc_weight) = (Vec::new(), Vec::new());
+                if let Op::Nchwc(..) = case.op {
+                    nchwc_input = vec![0.0; nchwc::blocked_len(p.batch, p.c_in, p.h, p.w)];
+                    nchwc::to_blocked(p.batch, p.c_in, p.h, p.w, &input, &mut nchwc_input);
+                    nchwc_weight = vec![0.0; nchwc::packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
+                    nchwc::pack_weights(p.c_out, p.c_in, p.kh, p.kw, &weight, &mut nchwc_weight);
+                }
                 Data::Conv {
-                    input: random(p.batch * p.c_in * p.h * p.w, 3),
+                    input,
+                    nchwc_input,
+                    nchwc_weight,
                     weight,
                     u,
                     bias: random(p.c_out, 5),
@@ -296,6 +312,15 @@ fn run(k: &Kernels, op: &Op, data: &Data, scratch: &mut [f32], out: &mut [f32]) 
             };
             (k.conv2d)(p, input, w, Some(bias), *act, scratch, out)
         }
+        (
+            Op::Nchwc(p, act),
+            Data::Conv {
+                nchwc_input,
+                nchwc_weight,
+                bias,
+                ..
+            },
+        ) => (k.conv2d_nchwc)(p, nchwc_input, nchwc_weight, Some(bias), None, *act, out),
         (Op::Winograd(p, act), Data::Conv { input, u, bias, .. }) => {
             (k.conv2d_winograd)(p, input, u, Some(bias), *act, scratch, out)
         }
@@ -344,6 +369,10 @@ enum Contender {
     Peak,
     Crate(&'static str, refs::GemmFn),
     Kiln(Kernels),
+    /// For a blocked convolution (`Op::Nchwc`): the same table's NCHW `conv2d` on the same
+    /// convolution, sampled in the same turns, so the `NCHWC` line's ratio holds on a noisy
+    /// machine (separate cases are minutes apart).
+    Nchw(Kernels),
 }
 
 /// One measured kernel line.
@@ -492,6 +521,7 @@ fn main() {
         let (out_len, scratch_len) = match case.op {
             Op::Gemm { m, n, .. } => (m * n, 0),
             Op::Conv(p, _) => (p.batch * p.c_out * p.out_h * p.out_w, p.scratch_len()),
+            Op::Nchwc(p, _) => (nchwc::blocked_len(p.batch, p.c_out, p.out_h, p.out_w), 0),
             Op::Winograd(p, _) => (
                 p.batch * p.c_out * p.out_h * p.out_w,
                 p.winograd_scratch_len(),
@@ -509,6 +539,17 @@ fn main() {
                 .filter(|k| k.isa != Isa::Portable || flops <= budget.portable_max_flops)
                 .map(|&k| Contender::Kiln(k)),
         );
+        let scratch_len = match case.op {
+            Op::Nchwc(p, _) => {
+                contenders.extend(
+                    isas.iter()
+                        .filter(|k| k.isa != Isa::Portable)
+                        .map(|&k| Contender::Nchw(k)),
+                );
+                scratch_len.max(p.scratch_len())
+            }
+            _ => scratch_len,
+        };
         let mut outs = vec![vec![0.0f32; out_len]; contenders.len()];
         let mut scratches = vec![vec![0.0f32; scratch_len]; contenders.len()];
         let secs = {
@@ -528,6 +569,12 @@ fn main() {
                         }
                         Contender::Kiln(kernels) => {
                             Box::new(move || run(kernels, op, data, scratch, out))
+                        }
+                        Contender::Nchw(kernels) => {
+                            let Op::Nchwc(p, act) = *op else {
+                                unreachable!("only blocked cases have NCHW contenders")
+                            };
+                            Box::new(move || run(kernels, &Op::Conv(p, act), data, scratch, out))
                         }
                         Contender::Peak => {
                             let (run, iters) = (top.run, budget.peak_iters);
@@ -593,6 +640,25 @@ fn main() {
             },
         };
 
+        for (c, s) in contenders.iter().zip(&secs) {
+            let Contender::Nchw(kernels) = c else {
+                continue;
+            };
+            let blocked = contenders
+                .iter()
+                .zip(&secs)
+                .find(|(b, _)| matches!(b, Contender::Kiln(k) if k.isa == kernels.isa));
+            if let Some((_, blocked_s)) = blocked {
+                let _ = writeln!(
+                    out,
+                    "NCHWC {} isa={} nchw_of_peak={:.3} blocked_over_nchw={:.3}",
+                    case.name,
+                    kernels.isa,
+                    flops / s / 1e9 / peak,
+                    s / blocked_s
+                );
+            }
+        }
         for ((c, s), result) in contenders.iter().zip(&secs).zip(&outs) {
             let Contender::Kiln(kernels) = c else {
                 continue;

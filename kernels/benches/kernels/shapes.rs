@@ -22,6 +22,10 @@ pub enum Family {
     ResnetGemm,
     /// ResNet-50's convolutions through the table's `conv2d`.
     ResnetConv,
+    /// ResNet-50's convolutions (but the 3-channel stem) in the blocked channel layout,
+    /// through the table's `conv2d_nchwc` (input, weights and output already blocked, as
+    /// inside a blocked part of a model).
+    ResnetNchwc,
     /// MobileNet-v2's depthwise convolutions through the table's `conv2d`.
     MobilenetDw,
     /// MobileNet-v2's, ShuffleNet-v2's and DenseNet-121's 1x1 convolutions through the
@@ -44,10 +48,11 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
+        Family::ResnetNchwc,
         Family::MobilenetDw,
         Family::Pointwise,
         Family::Im2col3x3,
@@ -62,6 +67,7 @@ impl Family {
             Family::Gemm => "gemm",
             Family::ResnetGemm => "resnet50_gemm",
             Family::ResnetConv => "resnet50_conv2d",
+            Family::ResnetNchwc => "resnet50_nchwc",
             Family::MobilenetDw => "mobilenetv2_dw",
             Family::Pointwise => "pointwise",
             Family::Im2col3x3 => "im2col3x3",
@@ -82,6 +88,8 @@ pub enum Op {
     Conv(Conv2d, Activation),
     /// The same through the Winograd kernel, on filters transformed once beforehand.
     Winograd(Conv2d, Activation),
+    /// The same in the blocked channel layout (`conv2d_nchwc`).
+    Nchwc(Conv2d, Activation),
     /// Max pooling (`true`) or average pooling (`false`, padding not counted: ONNX's default).
     Pool(Pool2d, bool),
     /// `y[o] = sum_i x[i] w[o, i] + b[o]` for one input row.
@@ -104,7 +112,7 @@ impl Case {
     pub fn flops(&self) -> f64 {
         match self.op {
             Op::Gemm { m, n, k } => 2.0 * (m * n * k) as f64,
-            Op::Conv(p, _) | Op::Winograd(p, _) => {
+            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) => {
                 let per_out = (p.c_in / p.groups) * p.kh * p.kw;
                 2.0 * (p.batch * p.c_out * p.out_h * p.out_w * per_out) as f64
             }
@@ -119,9 +127,11 @@ impl Case {
     pub fn crate_gemm(&self) -> Option<(usize, usize, usize)> {
         match self.op {
             Op::Gemm { m, n, k } => Some((m, n, k)),
-            Op::Conv(p, _) | Op::Winograd(p, _) if p.groups == 1 => Some(conv_as_gemm(&p)),
+            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) if p.groups == 1 => {
+                Some(conv_as_gemm(&p))
+            }
             Op::Dense { n_in, n_out } => Some((1, n_out, n_in)),
-            Op::Conv(..) | Op::Winograd(..) | Op::Pool(..) => None,
+            Op::Conv(..) | Op::Winograd(..) | Op::Nchwc(..) | Op::Pool(..) => None,
         }
     }
 }
@@ -358,6 +368,13 @@ pub fn all() -> Vec<Case> {
             name: format!("resnet50/conv2d/{}", layer.name()),
             family: Family::ResnetConv,
             op: Op::Conv(layer.conv(), Activation::Relu),
+        });
+    }
+    for layer in resnet.iter().filter(|l| l.c_in > 3) {
+        cases.push(Case {
+            name: format!("resnet50/nchwc/{}", layer.name()),
+            family: Family::ResnetNchwc,
+            op: Op::Nchwc(layer.conv(), Activation::Relu),
         });
     }
     // Each layer twice, im2col then Winograd, so that one filter (`3x3`) runs both.

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 #[cfg(target_arch = "arm")]
 mod auxv;
 
-use kiln_kernels::{for_isa, Isa, Kernels};
+use kiln_kernels::{for_isa, Activation, Isa, Kernels};
 
 /// The tables this CPU can run, other than the reference. Prints, once per `test` name, which
 /// ISAs ran and which were skipped (not available on this CPU), so a CI log shows what was
@@ -93,3 +93,17 @@ pub fn refused_as_short(f: impl FnOnce() + std::panic::UnwindSafe) -> bool {
             .is_some_and(|m| m.contains("short")),
     }
 }
+
+/// One activation of each kind the epilogues distinguish.
+#[allow(dead_code)]
+pub const ACTS: [Activation; 6] = [
+    Activation::None,
+    Activation::Relu,
+    Activation::Clip {
+        min: -0.5,
+        max: 0.75,
+    },
+    Activation::LeakyRelu { alpha: 0.1 },
+    Activation::Sigmoid,
+    Activation::Tanh,
+];

@@ -14,6 +14,7 @@ pub(super) mod im2col;
 pub(super) mod kern;
 pub(super) mod kloop;
 pub(super) mod lanes;
+pub(super) mod nchwc;
 
 use crate::table::Kernels;
 
@@ -26,6 +27,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d = conv::conv2d;
     k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
+    k.conv2d_nchwc = conv2d_nchwc;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
         conv2d: conv::conv2d_par,
@@ -46,3 +48,6 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.global_avg_pool = pool::global_avg_pool;
     let _ = depthwise::depthwise_conv2d;
 }
+
+// The blocked convolution ([`crate::nchwc`]): one block (two vectors) by six pixels.
+nchwc::nchwc_entry!(lanes::Avx2, "avx2,fma", 2, 2, 6);

@@ -20,6 +20,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d = conv::conv2d;
     k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
+    k.conv2d_nchwc = conv2d_nchwc;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
         conv2d: conv::conv2d_par,
@@ -40,3 +41,6 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.global_avg_pool = pool::global_avg_pool;
     let _ = depthwise::depthwise_conv2d;
 }
+
+// The blocked convolution ([`crate::nchwc`]): four blocks (64 channels) by six pixels.
+crate::arch::x86_64::avx2::nchwc::nchwc_entry!(gemm::Avx512, "avx512f,avx2,fma", 4, 1, 6);
