@@ -49,6 +49,9 @@ pub fn to_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut
         holds(src.len(), &[n, c, h, w]) && dst.len() >= blocked_len(n, c, h, w),
         "nchwc::to_blocked: short slice"
     );
+    if blocked_len(n, c, h, w) == 0 {
+        return;
+    }
     for (i, img) in dst[..blocked_len(n, c, h, w)]
         .chunks_exact_mut(blocks(c) * plane * BLOCK)
         .enumerate()
@@ -153,7 +156,10 @@ pub(crate) fn check(
     residual: Option<&[f32]>,
     out: &[f32],
 ) {
-    assert!(supports(p), "nchwc::conv2d: grouped or dilated convolution");
+    assert!(
+        supports(p),
+        "nchwc::conv2d: unsupported convolution (groups, dilation or a zero stride)"
+    );
     let out_len = blocked_len(p.batch, p.c_out, p.out_h, p.out_w);
     assert!(
         input.len() >= blocked_len(p.batch, p.c_in, p.h, p.w)

@@ -138,6 +138,8 @@ fn resnet_shapes_match_portable() {
         (200, 70, 6, 7, 1, 3),
         // More than 256 pixels (AVX-512's wide steps), with a group of four blocks and one.
         (40, 70, 18, 3, 1, 1),
+        // No input channels: the bias, residual and activation alone.
+        (0, 20, 5, 3, 1, 1),
     ] {
         check(
             1,

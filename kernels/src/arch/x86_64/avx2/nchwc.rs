@@ -122,8 +122,10 @@ pub(crate) unsafe fn conv2d<S: Lanes, const V: usize, const V1: usize, const P: 
         let mut ob = 0;
         while ob < g.obs {
             let blocks = GROUP.min(g.obs - ob);
+            // At least one pass, so that without input channels the output still gets its
+            // bias, residual and activation.
             let mut ib = 0;
-            while ib < g.ibs {
+            loop {
                 let ib_end = (ib + per_pass).min(g.ibs);
                 let pass = Pass {
                     ib,
@@ -164,6 +166,9 @@ pub(crate) unsafe fn conv2d<S: Lanes, const V: usize, const V1: usize, const P: 
                     }
                 }
                 ib = ib_end;
+                if ib >= g.ibs {
+                    break;
+                }
             }
             ob += blocks;
         }
