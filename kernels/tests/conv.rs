@@ -31,17 +31,7 @@ fn data(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-const ACTS: [Activation; 6] = [
-    Activation::None,
-    Activation::Relu,
-    Activation::Clip {
-        min: -0.5,
-        max: 0.75,
-    },
-    Activation::LeakyRelu { alpha: 0.1 },
-    Activation::Sigmoid,
-    Activation::Tanh,
-];
+use common::ACTS;
 
 /// A convolution description before its output size is derived.
 #[derive(Clone, Debug)]

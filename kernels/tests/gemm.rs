@@ -49,17 +49,7 @@ fn close(got: &[f32], want: &[f32], what: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-const ACTS: [Activation; 6] = [
-    Activation::None,
-    Activation::Relu,
-    Activation::Clip {
-        min: -0.5,
-        max: 0.75,
-    },
-    Activation::LeakyRelu { alpha: 0.1 },
-    Activation::Sigmoid,
-    Activation::Tanh,
-];
+use common::ACTS;
 
 /// Sizes weighted towards the edges of the blocking: small, around one block, and past it.
 fn dim(max: usize) -> impl Strategy<Value = usize> {
