@@ -23,7 +23,8 @@ the reference data and make kiln's tests check the wrong thing.
 The output is deterministic: one seeded numpy Generator per network, and both file
 formats serialise in a fixed order, so rerunning the script gives identical files.
 
-Usage: python3 scripts/gen_testdata.py        (from anywhere; paths are repo-relative)
+Usage: python3 scripts/gen_testdata.py [NAME ...]  (from anywhere; paths are repo-relative;
+with names, only those networks' files are written)
 """
 
 from __future__ import annotations
@@ -476,6 +477,44 @@ def build_residual():
     return model, x, h, p.tensors
 
 
+def build_blocked():
+    """A network whose convolutions kiln runs in the blocked channel layout NCHW16c where the
+    kernel table says so (3x3 convolutions through im2col on 28x28 maps, channels in whole
+    blocks of 16, a batch of two): values stored blocked between convolutions, a residual
+    stored blocked (`a`) and one converted from the model's input (`x`), the input converted
+    on the way in and a stride-2 result converted back for the pool."""
+    p = Params(seed=1006)
+    p.conv("c1", 64, 32, 3, 3, bias=False)
+    p.batch_norm("bn1", 64)
+    p.conv("c2", 64, 64, 3, 3, bias=True)
+    p.conv("c5", 64, 64, 3, 3, bias=True)
+    p.conv("c3", 32, 64, 3, 3, bias=True)
+    p.conv("c4", 64, 32, 3, 3, bias=True)
+    p.dense("head", 64, 10)
+    x = p.input((2, 32, 28, 28))
+
+    g = Graph(p)
+    same = (1, 1, 1, 1)
+    a = g.op("Relu", [g.batch_norm(g.conv("x", "c1", pads=same), "bn1")])
+    b = g.op("Relu", [g.conv(a, "c2", pads=same)])
+    e = g.op("Add", [g.conv(b, "c5", pads=same), a])
+    c = g.op("Relu", [g.op("Add", [g.conv(e, "c3", pads=same), "x"])])
+    d = g.op("Relu", [g.conv(c, "c4", pads=same, strides=(2, 2))])
+    h = g.op("Flatten", [g.op("GlobalAveragePool", [d])], axis=1)
+    h = g.dense(h, "head")
+    model = g.model("blocked", x.shape, "x", h, (2, 10))
+
+    x64 = x.astype(np.float64)
+    a = relu(ref_bn(ref_conv(x64, p["c1.weight"], pads=same), p, "bn1"))
+    b = relu(ref_conv(a, p["c2.weight"], p["c2.bias"], pads=same))
+    e = ref_conv(b, p["c5.weight"], p["c5.bias"], pads=same) + a
+    c = relu(ref_conv(e, p["c3.weight"], p["c3.bias"], pads=same) + x64)
+    d = relu(ref_conv(c, p["c4.weight"], p["c4.bias"], pads=same, strides=(2, 2)))
+    assert d.shape == (2, 64, 14, 14)
+    h = ref_dense(d.mean(axis=(2, 3)), p, "head")
+    return model, x, h, p.tensors
+
+
 # --------------------------------------------------------------------------------------
 # Running and writing
 # --------------------------------------------------------------------------------------
@@ -501,9 +540,14 @@ def write(path: Path, write_fn) -> None:
 
 def main() -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for name, build in (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block),
-                        ("wino", build_wino),
-                        ("deep", build_deep), ("residual", build_residual)):
+    builds = (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block),
+              ("wino", build_wino), ("deep", build_deep), ("residual", build_residual),
+              ("blocked", build_blocked))
+    # `gen_testdata.py NAME ...` writes only those networks' files.
+    wanted = set(sys.argv[1:])
+    for name, build in builds:
+        if wanted and name not in wanted:
+            continue
         model, x, ref, weights = build()
         y = run_onnxruntime(model, x)
         assert y.shape == ref.shape, f"{name}: onnxruntime shape {y.shape} vs reference {ref.shape}"

@@ -88,6 +88,12 @@ pub struct Kernels {
     /// [`crate::nchwc::conv2d`]: a convolution in the blocked channel layout (input, residual
     /// and output NCHW16c, weights packed by [`crate::nchwc::pack_weights`]).
     pub conv2d_nchwc: NchwcConvFn,
+    /// Whether models run their blocked-layout plan on this table: the compiler plans a
+    /// network twice when some of its convolutions gain from NCHW16c (once all NCHW, once with
+    /// those convolutions blocked), and generated code runs the blocked one where this is set.
+    /// Set where `conv2d_nchwc` beats `conv2d` on the layers the compiler blocks (AVX-512);
+    /// `KILN_LAYOUT=blocked` or `=nchw` overrides it (tests run both plans on every ISA).
+    pub blocked: bool,
     pub dense: fn(usize, usize, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]),
     pub unary: fn(Activation, &[f32], &mut [f32]),
     pub unary_inplace: fn(Activation, &mut [f32]),
@@ -252,6 +258,7 @@ pub const PORTABLE: Kernels = {
         conv2d_res: p::conv2d_res,
         conv2d_winograd: p::winograd::conv2d,
         conv2d_nchwc: crate::nchwc::conv2d,
+        blocked: false,
         dense: p::dense,
         unary: p::unary,
         unary_inplace: p::unary_inplace,
@@ -334,7 +341,13 @@ pub fn best() -> &'static Kernels {
                 isa = candidate;
             }
         }
-        build(isa)
+        let mut k = build(isa);
+        match std::env::var("KILN_LAYOUT").as_deref().map(str::trim) {
+            Ok("blocked") => k.blocked = true,
+            Ok("nchw") => k.blocked = false,
+            _ => {}
+        }
+        k
     })
 }
 

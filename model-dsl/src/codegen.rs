@@ -8,6 +8,7 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
+use crate::blocked::Blocked;
 use crate::ir::{
     as_2d, as_3d, pad_2d, pad_3d, Act, BinOp, Graph, OpKind, PoolKind, Producer, Shape, ValueId,
 };
@@ -85,6 +86,9 @@ pub struct Model<'a> {
     pub embedded: Option<&'a Embedded>,
     /// The variant's binding (`h = 224, w = 224`), empty for a network without size symbols.
     pub label: &'a str,
+    /// For the blocked plan of a variant: which convolutions run blocked and which values are
+    /// stored NCHW16c (`plan` and `planned` are then that plan's).
+    pub blocked: Option<&'a Blocked>,
 }
 
 /// Where a value's data is when an op reads it.
@@ -121,10 +125,11 @@ impl Model<'_> {
         match self.placement(v) {
             Some(ValuePlacement::Arena(p)) => {
                 // Regions are counted in f32 slots; other dtypes are views of them.
-                Loc::Arena(
-                    p.offset / 4,
-                    p.offset / 4 + self.graph.shape(v).bytes().div_ceil(4),
-                )
+                let len = match self.blocked.and_then(|b| b.stored_len(self.graph, v)) {
+                    Some(len) => len,
+                    None => self.graph.shape(v).bytes().div_ceil(4),
+                };
+                Loc::Arena(p.offset / 4, p.offset / 4 + len)
             }
             _ => unreachable!("the verifier checked that only inputs and parameters are external"),
         }
@@ -151,6 +156,9 @@ impl Model<'_> {
     fn scratch_asserts(&self) -> TokenStream {
         let mut out = TokenStream::new();
         for (i, op) in self.graph.ops.iter().enumerate() {
+            if self.blocked.is_some_and(|b| b.convs[i]) {
+                continue;
+            }
             if let OpKind::Conv { .. } | OpKind::ConvTranspose { .. } = op.kind {
                 let geom = self.conv_geom(i);
                 let planned = self.planned.scratch[i].map_or(0, |k| self.plan.scratch[k].bytes / 4);
@@ -234,6 +242,75 @@ impl Model<'_> {
         }
     }
 
+    /// A blocked convolution (`conv2d_nchwc`): operands stored NCHW are converted through the
+    /// op's scratch (`Blocked::scratch_parts`: input, residual, result), the blocked ones are
+    /// read and written in place.
+    fn blocked_conv(
+        &self,
+        i: usize,
+        b: &Blocked,
+        has_bias: bool,
+        act: Act,
+        read_args: &[TokenStream],
+    ) -> TokenStream {
+        let k = quote! { ::kiln::__private::kernels };
+        let op = &self.graph.ops[i];
+        let geom = self.conv_geom(i);
+        let w = range(self.params.nchwc[i].expect("layout packs blocked convolutions' weights"));
+        let bias = self.bias(i, op, has_bias);
+        let act = act_tokens(act);
+        let [x_len, r_len, y_len] = b.scratch_parts(self.graph, i);
+        let data = op.data_args();
+        let dims = |v: ValueId| {
+            let s = self.graph.shape(v);
+            let [h, w] = as_2d(s.spatial_dims(), 1);
+            let (n, c) = (s.batch(), s.channels());
+            quote! { #n, #c, #h, #w }
+        };
+        // The op has scratch (`scratch`) only if something is converted.
+        let mut code = if x_len + r_len + y_len > 0 {
+            quote! { let __rest: &mut [f32] = scratch; }
+        } else {
+            TokenStream::new()
+        };
+        let x = &read_args[0];
+        let x = if x_len > 0 {
+            let d = dims(data[0]);
+            code.extend(quote! {
+                let (__xb, __rest) = __rest.split_at_mut(#x_len);
+                #k::nchwc::to_blocked(#d, #x, __xb);
+            });
+            quote! { &*__xb }
+        } else {
+            x.clone()
+        };
+        let r = match read_args.get(1) {
+            Some(r) if r_len > 0 => {
+                let d = dims(data[1]);
+                code.extend(quote! {
+                    let (__rb, __rest) = __rest.split_at_mut(#r_len);
+                    #k::nchwc::to_blocked(#d, #r, __rb);
+                });
+                quote! { ::core::option::Option::Some(&*__rb) }
+            }
+            Some(r) => quote! { ::core::option::Option::Some(#r) },
+            None => quote! { ::core::option::Option::None },
+        };
+        if y_len > 0 {
+            let d = dims(op.result());
+            code.extend(quote! {
+                let (__yb, _) = __rest.split_at_mut(#y_len);
+                (__k.conv2d_nchwc)(&#geom, #x, &__params[#w], #bias, #r, #act, __yb);
+                #k::nchwc::from_blocked(#d, __yb, out);
+            });
+        } else {
+            code.extend(quote! {
+                (__k.conv2d_nchwc)(&#geom, #x, &__params[#w], #bias, #r, #act, out);
+            });
+        }
+        code
+    }
+
     /// An op's code between the profiling hooks (`kiln::profile`, empty inline functions
     /// without the `profile` feature), labelled with [`Model::op_label`].
     fn profiled(&self, i: usize, body: TokenStream) -> TokenStream {
@@ -267,7 +344,9 @@ impl Model<'_> {
             label += &format!(" {}", ty(x));
         }
         label += &format!(" -> {}", ty(r));
-        if let Some(algo) = crate::layout::conv_algo(self.graph, op) {
+        if self.blocked.is_some_and(|b| b.convs[i]) {
+            label += " (direct, NCHW16c)";
+        } else if let Some(algo) = crate::layout::conv_algo(self.graph, op) {
             label += &format!(" ({})", algo.describe());
         }
         label
@@ -332,7 +411,11 @@ impl Model<'_> {
         let out_view = self.typed_mut(op.result(), quote! { out });
         let mut writes = vec![quote! { #o0..#o1 }];
         let mut write_ids = vec![format_ident!("out")];
-        let scratch_len = layout::scratch_len(self.graph, op);
+        let blocked_conv = self.blocked.filter(|b| b.convs[i]);
+        let scratch_len = match blocked_conv {
+            Some(b) => b.scratch_parts(self.graph, i).iter().sum(),
+            None => layout::scratch_len(self.graph, op),
+        };
         if let Some(idx) = self.planned.scratch[i] {
             let p = &self.plan.scratch[idx];
             let (s0, s1) = (p.offset / 4, p.offset / 4 + scratch_len);
@@ -345,6 +428,10 @@ impl Model<'_> {
             .shape(op.args.first().copied().unwrap_or(op.result()));
         let y_shape = self.graph.shape(op.result());
         let call = match &op.kind {
+            OpKind::Conv { has_bias, act, .. } if blocked_conv.is_some() => {
+                let b = blocked_conv.expect("matched");
+                self.blocked_conv(i, b, *has_bias, *act, &read_args)
+            }
             OpKind::Conv {
                 has_bias,
                 act,
@@ -1248,15 +1335,23 @@ fn broadcast_tokens(a: &Shape, b: &Shape, out: &Shape) -> TokenStream {
 /// The model type for one network compiled for one or several shapes (`variants`, at least
 /// one): shared weights and parameter buffer, one `exec` per variant, and a `run` that picks
 /// the variant from the inputs' shapes.
-pub fn generate(variants: &[Model<'_>]) -> TokenStream {
+///
+/// `blocked`: the blocked-layout plan of a network of one shape, compiled beside the NCHW one
+/// as `exec_blocked` (`run` picks it where `Kernels::blocked` says).
+pub fn generate(variants: &[Model<'_>], blocked: Option<&Model<'_>>) -> TokenStream {
     let m = &variants[0];
     let multi = variants.len() > 1 || !m.label.is_empty();
+    debug_assert!(
+        !(multi && blocked.is_some()),
+        "blocked plans only for one shape"
+    );
     let sig = m.sig;
     let attrs = &sig.attrs;
     let vis = &sig.vis;
     let name = &sig.name;
     let max = |f: fn(&Plan) -> usize| variants.iter().map(|v| f(v.plan)).max().unwrap_or(0);
-    let arena_bytes = max(|p| p.arena_bytes);
+    // The arena serves both plans.
+    let arena_bytes = max(|p| p.arena_bytes).max(blocked.map_or(0, |b| b.plan.arena_bytes));
     let lower = max(|p| p.lower_bound);
     let naive = max(|p| p.naive_bytes);
     let params_len = m.params.len;
@@ -1392,10 +1487,14 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
     } else {
         (quote! {}, quote! {}, quote! {}, quote! {})
     };
-    let execs = variants.iter().enumerate().map(|(k, m)| {
-            let exec = if multi { format_ident!("exec_{}", k) } else { format_ident!("exec") };
-            let body = m.graph.ops.iter().enumerate().map(|(i, _)| m.profiled(i, m.op(i)));
-            let outputs: Vec<TokenStream> = m
+    let exec_fn = |exec: syn::Ident, m: &Model<'_>| {
+        let body = m
+            .graph
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, _)| m.profiled(i, m.op(i)));
+        let outputs: Vec<TokenStream> = m
                 .graph
                 .outputs
                 .iter()
@@ -1423,30 +1522,41 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
                     quote! { ::kiln::__private::Tensor::new(#data, &[#(#dims),*]) }
                 })
                 .collect();
-            let out_expr = if outputs.len() == 1 {
-                outputs[0].clone()
-            } else {
-                quote! { (#(#outputs),*) }
-            };
-            let doc = if m.label.is_empty() {
-                quote! {}
-            } else {
-                let d = format!("The variant {}.", m.label);
-                quote! { #[doc = #d] }
-            };
-            quote! {
-                #doc
-                #[allow(unused_variables, clippy::too_many_arguments)]
-                fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __par: &dyn ::kiln::__private::kernels::par::Parallel, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#seq_params,)* #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
-                    #dyn_open
-                    #(#body)*
-                    let __arena: &'a [f32] = __arena;
-                    #dyn_close
-                    ::core::result::Result::Ok(#out_expr)
-                }
+        let out_expr = if outputs.len() == 1 {
+            outputs[0].clone()
+        } else {
+            quote! { (#(#outputs),*) }
+        };
+        let doc = if m.label.is_empty() {
+            quote! {}
+        } else {
+            let d = format!("The variant {}.", m.label);
+            quote! { #[doc = #d] }
+        };
+        quote! {
+            #doc
+            #[allow(unused_variables, clippy::too_many_arguments)]
+            fn #exec<'a>(__k: &::kiln::__private::kernels::Kernels, __par: &dyn ::kiln::__private::kernels::par::Parallel, __params: &[f32], __arena: &'a mut [f32], #dyn_param #(#seq_params,)* #(#input_idents: &[#input_elems]),*) -> ::core::result::Result<#out_ty, ::kiln::__private::Error> {
+                #dyn_open
+                #(#body)*
+                let __arena: &'a [f32] = __arena;
+                #dyn_close
+                ::core::result::Result::Ok(#out_expr)
             }
-        });
-    let execs = quote! { #(#execs)* };
+        }
+    };
+    let mut execs = TokenStream::new();
+    for (k, m) in variants.iter().enumerate() {
+        let exec = if multi {
+            format_ident!("exec_{}", k)
+        } else {
+            format_ident!("exec")
+        };
+        execs.extend(exec_fn(exec, m));
+    }
+    if let Some(b) = blocked {
+        execs.extend(exec_fn(format_ident!("exec_blocked"), b));
+    }
     // The call of the right `exec`: directly, or after choosing the variant by the inputs'
     // shapes.
     // `caller_arena`: `run_in`, whose arena is checked against the chosen variant's plan.
@@ -1461,9 +1571,22 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
         if !multi {
             let checks = input_checks(m);
             let arena = arena_of(arena_bytes);
+            if blocked.is_none() {
+                return quote! {
+                    #checks
+                    Self::exec(self.kernels, &self.threads, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
+                };
+            }
+            // The blocked plan where the table's blocked convolution is the faster, on one
+            // thread (`conv2d_nchwc` does not split its work).
             return quote! {
                 #checks
-                Self::exec(self.kernels, &self.threads, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
+                let __arena = #arena;
+                if self.kernels.blocked && ::kiln::__private::kernels::par::Parallel::threads(&self.threads) == 1 {
+                    Self::exec_blocked(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
+                } else {
+                    Self::exec(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
+                }
             };
         }
         let arms = variants.iter().enumerate().map(|(k, m)| {
@@ -1521,7 +1644,7 @@ pub fn generate(variants: &[Model<'_>]) -> TokenStream {
 
     let prepare = m.steps.iter().map(Step::tokens);
     let prepare = quote! { #(#prepare)* };
-    let scratch_asserts = variants.iter().map(|v| v.scratch_asserts());
+    let scratch_asserts = variants.iter().chain(blocked).map(|v| v.scratch_asserts());
     let scratch_asserts = quote! { #(#scratch_asserts)* };
     let specs = m.graph.params.iter().enumerate().map(|(i, p)| {
             let key = &p.key;

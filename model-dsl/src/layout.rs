@@ -7,6 +7,7 @@
 //! values of the graph but never arena bytes: they are left out of the problem, and
 //! [`Planned::slot`] maps the graph's values to the problem's.
 
+use crate::blocked::Blocked;
 use crate::contract::{
     conv2d_scratch, conv3d_scratch, conv_algo as algo_2d, conv_transpose_scratch, ConvAlgo,
 };
@@ -105,22 +106,24 @@ pub struct Planned {
     pub free: FreeConcats,
 }
 
-pub fn problem(g: &Graph) -> Planned {
-    problem_with(g, free_concats(g))
+/// The problem of `g` planned all NCHW (`blocked: None`) or with `blocked`'s values stored
+/// NCHW16c and its convolutions' conversion scratch.
+pub fn problem(g: &Graph, blocked: Option<&Blocked>) -> Planned {
+    problem_with(g, free_concats(g), blocked)
 }
 
 /// The problem with every concatenation copying its parts (see [`free_concats`]): a free
 /// concatenation keeps its parts' bytes from the first part's step to the result's last use,
 /// which can cost more than the copy saves, so the driver plans both and keeps the smaller.
-pub fn problem_copying(g: &Graph) -> Planned {
+pub fn problem_copying(g: &Graph, blocked: Option<&Blocked>) -> Planned {
     let none = FreeConcats {
         concats: Vec::new(),
         part: vec![None; g.values.len()],
     };
-    problem_with(g, none)
+    problem_with(g, none, blocked)
 }
 
-fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
+fn problem_with(g: &Graph, free: FreeConcats, blocked: Option<&Blocked>) -> Planned {
     let mut slot = vec![None; g.values.len()];
     let mut values: Vec<ValueReq> = Vec::new();
     // Per free concatenation (indexed like `free.concats`): the problem index of its buffer.
@@ -210,7 +213,10 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
             ValueKind::Seq { .. } => 0,
             // A `split_to_seq` that copies keeps its pieces in a buffer of its input's size.
             _ if g.split_copies(id) => g.shape(g.op_args(id)[0]).bytes(),
-            _ => g.shape(id).bytes(),
+            _ => match blocked.and_then(|b| b.stored_len(g, id)) {
+                Some(len) => len * 4,
+                None => g.shape(id).bytes(),
+            },
         };
         values.push(ValueReq {
             name,
@@ -238,7 +244,10 @@ fn problem_with(g: &Graph, free: FreeConcats) -> Planned {
     let mut scratch = Vec::new();
     let mut scratch_of = vec![None; g.ops.len()];
     for (i, op) in g.ops.iter().enumerate() {
-        let len = scratch_len(g, op);
+        let len = match blocked.filter(|b| b.convs[i]) {
+            Some(b) => b.scratch_parts(g, i).iter().sum(),
+            None => scratch_len(g, op),
+        };
         if len > 0 {
             scratch_of[i] = Some(scratch.len());
             scratch.push(ScratchReq {
@@ -418,6 +427,9 @@ pub struct ParamLayout {
     /// Per op: the filters of a Winograd convolution in the Winograd domain (`[36, c_out,
     /// c_in]`, computed from the weights after any batch-norm folding).
     pub winograd: Vec<Option<Slot>>,
+    /// Per op: the weights of a blocked convolution packed for `conv2d_nchwc`
+    /// (`kiln_kernels::nchwc::pack_weights`, after any batch-norm folding).
+    pub nchwc: Vec<Option<Slot>>,
     pub len: usize,
 }
 
@@ -433,7 +445,8 @@ impl Slot {
     }
 }
 
-pub fn param_layout(g: &Graph) -> ParamLayout {
+/// The parameter buffer of `g`, with the packed weights of `blocked`'s convolutions.
+pub fn param_layout(g: &Graph, blocked: Option<&Blocked>) -> ParamLayout {
     let mut len = 0;
     let mut alloc = |n: usize| {
         let slot = Slot { start: len, len: n };
@@ -444,7 +457,8 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
     let mut bias = Vec::new();
     let mut scale_shift = Vec::new();
     let mut winograd = Vec::new();
-    for op in &g.ops {
+    let mut nchwc = Vec::new();
+    for (i, op) in g.ops.iter().enumerate() {
         let c = g.shape(op.result()).channels();
         bias.push(match &op.kind {
             OpKind::Conv {
@@ -467,12 +481,21 @@ pub fn param_layout(g: &Graph) -> ParamLayout {
             (conv_algo(g, op) == Some(ConvAlgo::Winograd))
                 .then(|| alloc(36 * c * g.shape(op.args[0]).channels())),
         );
+        nchwc.push(blocked.filter(|b| b.convs[i]).map(|_| {
+            let [kh, kw] = match &op.kind {
+                OpKind::Conv { kernel, .. } => as_2d(kernel, 1),
+                _ => unreachable!("only convolutions are blocked"),
+            };
+            let c_in = g.shape(op.args[0]).channels();
+            alloc(kiln_kernels::nchwc::packed_weight_len(c, c_in, kh, kw))
+        }));
     }
     ParamLayout {
         params,
         bias,
         scale_shift,
         winograd,
+        nchwc,
         len,
     }
 }

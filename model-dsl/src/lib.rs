@@ -15,6 +15,7 @@
 //! (6) this file, the driver (ARCHITECTURE.md has the details).
 
 pub mod alias;
+pub mod blocked;
 #[cfg(feature = "build")]
 pub mod build;
 pub mod codegen;
@@ -66,6 +67,17 @@ pub struct Variant {
     pub graph: ir::Graph,
     pub planned: layout::Planned,
     pub plan: plan::Plan,
+    /// The plan with some convolutions in the blocked channel layout (`blocked`), when any
+    /// gains; the generated code runs it where the kernel table says so.
+    pub blocked: Option<BlockedPlan>,
+}
+
+/// A variant planned with the blocked layout.
+#[derive(Debug)]
+pub struct BlockedPlan {
+    pub choice: blocked::Blocked,
+    pub planned: layout::Planned,
+    pub plan: plan::Plan,
 }
 
 impl Variant {
@@ -102,6 +114,22 @@ impl Compiled {
             }
             out.push_str(&v.plan.render(&v.planned.problem));
             out.push_str(&v.conv_algorithms());
+            if let Some(b) = &v.blocked {
+                out.push_str(
+                    "blocked layout (the plan `run` takes where the kernel table's blocked \
+                     convolution is the faster, kiln_kernels::Kernels::blocked):\n",
+                );
+                out.push_str(&b.plan.render(&b.planned.problem));
+                out.push_str("blocked convolutions (NCHW16c):\n");
+                let convs = v.graph.ops.iter().zip(&b.choice.convs);
+                for (op, _) in convs.filter(|(_, &blocked)| blocked) {
+                    let slot = b.planned.slot[op.result().index()];
+                    let name =
+                        slot.map_or_else(String::new, |s| b.planned.problem.values[s].name.clone());
+                    let (x, y) = (v.graph.shape(op.args[0]), v.graph.shape(op.result()));
+                    out.push_str(&format!("  {name}: {x} -> {y}\n"));
+                }
+            }
         }
         out
     }
@@ -229,19 +257,7 @@ pub fn pipeline(
                 ir::print::print(&graph),
             ));
         }
-        // Free concatenations when they make the arena no larger (ties: fewer copies).
-        let mut planned = layout::problem(&graph);
-        let mut plan = plan::plan(&planned.problem);
-        if !planned.free.concats.is_empty() {
-            let copying = layout::problem_copying(&graph);
-            let alt = plan::plan(&copying.problem);
-            if alt.arena_bytes < plan.arena_bytes {
-                (planned, plan) = (copying, alt);
-            }
-        }
-        if let Err(msg) = verify::verify(&planned.problem, &plan) {
-            return Err(internal(&msg, plan.render(&planned.problem)));
-        }
+        let (planned, plan) = plan_graph(&graph, None)?;
         // Declared in-place ops were proven safe; the planner must have honoured them.
         for op in graph.ops.iter().filter(|o| o.in_place) {
             let root = |v: ir::ValueId| match planned.slot[v.index()].map(|s| &plan.values[s]) {
@@ -258,7 +274,20 @@ pub fn pipeline(
                 ));
             }
         }
-        let layout = layout::param_layout(&graph);
+        // The blocked plan: only for a network of one shape (the parameter buffer, which holds
+        // the blocked convolutions' packed weights, is shared by every variant).
+        let blocked = match blocked::choose(&graph) {
+            Some(choice) if source.bindings.len() == 1 => {
+                let (planned, plan) = plan_graph(&graph, Some(&choice))?;
+                Some(BlockedPlan {
+                    choice,
+                    planned,
+                    plan,
+                })
+            }
+            _ => None,
+        };
+        let layout = layout::param_layout(&graph, blocked.as_ref().map(|b| &b.choice));
         match &params {
             Some(p) if *p != layout => {
                 return Err(internal(
@@ -276,6 +305,7 @@ pub fn pipeline(
             graph,
             planned,
             plan,
+            blocked,
         });
     }
     let Some(params) = params else {
@@ -287,6 +317,30 @@ pub fn pipeline(
         params,
         weights,
     })
+}
+
+/// Plans `graph` (NCHW, or with `blocked`'s values blocked) and verifies the plan: with free
+/// concatenations when they make the arena no larger (ties: fewer copies).
+fn plan_graph(
+    graph: &ir::Graph,
+    blocked: Option<&blocked::Blocked>,
+) -> Result<(layout::Planned, plan::Plan), Failure> {
+    let mut planned = layout::problem(graph, blocked);
+    let mut plan = plan::plan(&planned.problem);
+    if !planned.free.concats.is_empty() {
+        let copying = layout::problem_copying(graph, blocked);
+        let alt = plan::plan(&copying.problem);
+        if alt.arena_bytes < plan.arena_bytes {
+            (planned, plan) = (copying, alt);
+        }
+    }
+    if let Err(msg) = verify::verify(&planned.problem, &plan) {
+        return Err(Failure::Internal(internal_message(
+            &msg,
+            &plan.render(&planned.problem),
+        )));
+    }
+    Ok((planned, plan))
 }
 
 /// The Rust code of a compiled network: its type, named and shaped as `sig` says.
@@ -313,9 +367,19 @@ pub fn generate(c: &Compiled, sig: &codegen::Signature) -> TokenStream {
             steps: &steps,
             embedded: embedded.as_ref(),
             label: &v.label,
+            blocked: None,
         })
         .collect();
-    codegen::generate(&variants)
+    let blocked = match (&c.variants[..], &variants[..]) {
+        ([v], [m]) => v.blocked.as_ref().map(|b| codegen::Model {
+            plan: &b.plan,
+            planned: &b.planned,
+            blocked: Some(&b.choice),
+            ..*m
+        }),
+        _ => None,
+    };
+    codegen::generate(&variants, blocked.as_ref())
 }
 
 /// The macro driver: compile and generate, or return the errors next to a fallback type.

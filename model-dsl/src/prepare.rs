@@ -80,6 +80,18 @@ pub enum Step {
         c_out: usize,
         c_in: usize,
     },
+    /// A blocked convolution's (folded) weights, `[c_out, c_in, kh, kw]` at `weight`, packed
+    /// for the table's `conv2d_nchwc` at `out` ([`kiln_kernels::nchwc::pack_weights`]). After
+    /// every fold, before every [`Step::Layout`] (the NCHW plan's conv reads the same weights
+    /// packed for its GEMM).
+    Nchwc {
+        weight: Slot,
+        out: Slot,
+        c_out: usize,
+        c_in: usize,
+        kh: usize,
+        kw: usize,
+    },
     /// A convolution's weights, `groups` row-major `m x k` matrices, go into the layout the
     /// table's `conv2d` reads ([`kiln_kernels::pack`]); at compile time, into
     /// `EMBEDDED_LAYOUT`, which `new()` converts from if the table wants another. Always
@@ -201,6 +213,17 @@ pub fn steps(graph: &Graph, params: &ParamLayout) -> Vec<Step> {
                 c_in: graph.shape(op.args[0]).channels(),
             });
         }
+        if let (Some(out_slot), OpKind::Conv { kernel, .. }) = (params.nchwc[i], &op.kind) {
+            let [kh, kw] = crate::ir::as_2d(kernel, 1);
+            out.push(Step::Nchwc {
+                weight: slot(1),
+                out: out_slot,
+                c_out: graph.shape(op.result()).channels(),
+                c_in: graph.shape(op.args[0]).channels(),
+                kh,
+                kw,
+            });
+        }
         if let (ConvWeights::Packed, Some((groups, m, k))) =
             (conv_weights(graph, i), conv_matrix(graph, i))
         {
@@ -292,6 +315,20 @@ impl Step {
                     ::kiln::__private::kernels::winograd::transform_filter(#c_out, #c_in, w, u);
                 }}
             }
+            Step::Nchwc {
+                weight,
+                out,
+                c_out,
+                c_in,
+                kh,
+                kw,
+            } => {
+                let (w, o) = (range(weight), range(out));
+                quote! {{
+                    let ([w], [o]) = ::kiln::__private::io(__params, [#w], [#o]);
+                    ::kiln::__private::kernels::nchwc::pack_weights(#c_out, #c_in, #kh, #kw, w, o);
+                }}
+            }
             Step::Layout {
                 weight,
                 groups,
@@ -337,6 +374,17 @@ impl Step {
             } => {
                 let (w, u) = two_mut(buf, weight, out);
                 kiln_kernels::winograd::transform_filter(c_out, c_in, w, u);
+            }
+            Step::Nchwc {
+                weight,
+                out,
+                c_out,
+                c_in,
+                kh,
+                kw,
+            } => {
+                let (w, o) = two_mut(buf, weight, out);
+                kiln_kernels::nchwc::pack_weights(c_out, c_in, kh, kw, w, o);
             }
             Step::Layout {
                 weight,

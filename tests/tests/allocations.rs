@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln_tests::{golden, Block, DeepWide, LeNet, Wino};
+use kiln_tests::{golden, Block, Blocked, DeepWide, LeNet, Wino};
 
 struct Counting;
 
@@ -84,6 +84,16 @@ fn inference_does_not_allocate() {
         std::hint::black_box(y.as_slice());
     });
     assert_eq!(n, 0, "Wino::run allocated {n} times");
+
+    // The blocked layout's plan (where the table takes it: AVX-512, or `KILN_LAYOUT=blocked`,
+    // as CI runs this file on every ISA): conversions go through the arena's scratch.
+    let blocked_io = golden("blocked");
+    let mut blocked = Blocked::new();
+    let n = allocations_during(|| {
+        let y = blocked.run(&blocked_io.x).unwrap();
+        std::hint::black_box(y.as_slice());
+    });
+    assert_eq!(n, 0, "Blocked::run allocated {n} times");
 
     // Two threads: the workers are spawned by `set_threads` (which allocates); runs, on this
     // thread and on the workers (the allocator counts every thread), allocate nothing, from

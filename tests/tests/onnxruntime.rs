@@ -1,7 +1,7 @@
 //! kiln's outputs against onnxruntime's on the same networks and weights
 //! (`scripts/gen_testdata.py` and `scripts/train_digits.py` made the reference files).
 
-use kiln_tests::{assert_close, golden, Block, Deep, Digits32, LeNet, Mlp, Wino};
+use kiln_tests::{assert_close, golden, Block, Blocked, Deep, Digits32, LeNet, Mlp, Wino};
 
 #[test]
 fn mlp_matches_onnxruntime() {
@@ -48,6 +48,34 @@ fn winograd_convolutions_match_onnxruntime() {
     assert_close(&y, &g.y);
     // Run-time weights go through the same preparation (fold, then transform).
     let mut model = Wino::from_safetensors(&kiln_tests::data_file("wino.safetensors")).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
+}
+
+/// The blocked channel layout: the compiler plans `Blocked` a second time with its five
+/// convolutions in NCHW16c, and `run` takes that plan where the kernel table's blocked
+/// convolution is the faster (AVX-512), or wherever `KILN_LAYOUT=blocked` says (CI runs this
+/// file so on every ISA); on two threads, the NCHW plan. Every way matches onnxruntime, with
+/// weights embedded (packed at compile time) and loaded at run time (packed then).
+#[test]
+fn blocked_layout_matches_onnxruntime() {
+    let (_, blocked) = Blocked::PLAN
+        .split_once("blocked convolutions (NCHW16c):\n")
+        .expect("a blocked plan");
+    assert_eq!(
+        blocked.lines().take_while(|l| l.starts_with("  ")).count(),
+        5,
+        "every convolution blocked:\n{}",
+        Blocked::PLAN
+    );
+    let g = golden("blocked");
+    let mut model = Blocked::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+    let path = kiln_tests::data_file("blocked.safetensors");
+    let mut model = Blocked::from_safetensors(&path).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
+    model.set_threads(2).unwrap();
     assert_close(&model.run(&g.x).unwrap(), &g.y);
 }
 

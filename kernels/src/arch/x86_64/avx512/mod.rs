@@ -21,6 +21,10 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
     k.conv2d_nchwc = conv2d_nchwc;
+    // Blocked over NCHW on the layers the compiler blocks: median 1.00, 1.0-1.6 on 56x56 and
+    // 28x28 maps (Intel Xeon 207, docs/performance.md); AVX2's one block by six pixels is
+    // slower than its GEMM (median 0.82), so only this table runs the blocked plans.
+    k.blocked = true;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
         conv2d: conv::conv2d_par,

@@ -1,0 +1,205 @@
+//! The blocked channel layout: which convolutions run in NCHW16c (`kiln_kernels::nchwc`) and
+//! which values are stored so.
+//!
+//! A network whose convolutions gain from the layout is planned twice: once all NCHW, once
+//! with [`choose`]'s convolutions blocked. Both plans are compiled, and the generated `run`
+//! takes the blocked one where the kernel table says its blocked convolution is the faster
+//! (`Kernels::blocked`: the AVX-512 table; `KILN_LAYOUT` overrides it), so the layout, which
+//! is fixed at compile time, still follows the ISA, which is chosen at run time. The graph is
+//! the same for both plans; this module is a side table over it (per op, per value), not a
+//! rewrite.
+//!
+//! **Which convolutions.** Those the kernel bench measured faster blocked than NCHW on
+//! AVX-512 (`resnet50/nchwc`, `blocked_over_nchw`, docs/performance.md): 2-D, one group, no
+//! dilation, run on the GEMM (pointwise or im2col; kiln's Winograd layers beat onnxruntime in
+//! NCHW and stay there), channels in whole blocks of 16 (no padded lanes computed), a kernel
+//! larger than 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too
+//! little to pay for their conversions, see [`pays`]) — and of those, the ones whose gain
+//! outweighs the conversions at the edges of their region ([`choose`]: a static estimate in
+//! multiply-adds, greedy).
+//!
+//! **Which values.** A value is stored blocked when its producer is a blocked convolution and
+//! every reader is one too (as its input or its residual), and it is not an output. Every
+//! other operand of a blocked convolution is converted on the way (`nchwc::to_blocked` of an
+//! NCHW input or residual into the op's scratch, `nchwc::from_blocked` of the result from
+//! it), so regions of blocked convolutions pay for conversions only at their edges.
+
+use kiln_kernels::nchwc;
+
+use crate::contract::ConvAlgo;
+use crate::ir::{as_2d, DType, Graph, OpKind, Producer, ValueId};
+
+/// Which convolutions run blocked and which values are stored NCHW16c.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// Per op: the convolution runs on the table's `conv2d_nchwc`.
+    pub convs: Vec<bool>,
+    /// Per value: stored NCHW16c (`nchwc::blocked_len` floats).
+    pub values: Vec<bool>,
+}
+
+/// Smallest output map (pixels) on which a convolution is blocked.
+const MIN_PIXELS: usize = 14 * 14;
+
+/// Whether op `i` gains from running blocked on its own (the rule at the top of the module).
+fn pays(g: &Graph, i: usize) -> bool {
+    let op = &g.ops[i];
+    let OpKind::Conv {
+        kernel,
+        stride,
+        dilation,
+        groups: 1,
+        ..
+    } = &op.kind
+    else {
+        return false;
+    };
+    if kernel.len() != 2 || dilation.iter().any(|&d| d != 1) || stride.contains(&0) {
+        return false;
+    }
+    let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
+    if x.is_dynamic() || y.is_dynamic() || x.dtype != DType::F32 || x.rank() != 4 {
+        return false;
+    }
+    let algo = crate::layout::conv_algo(g, op);
+    if !matches!(algo, Some(ConvAlgo::Pointwise | ConvAlgo::Im2col)) {
+        return false;
+    }
+    let whole = |c: usize| c > 0 && c.is_multiple_of(nchwc::BLOCK);
+    let pixels: usize = y.spatial_dims().iter().product();
+    let taps: usize = kernel.iter().product();
+    // 1x1 convolutions stay NCHW: in the kernel bench the blocked kernel is 1.0-1.14x as
+    // fast as the GEMM on 28x28 and larger maps, but in networks, where a 1x1 layer's input
+    // or residual comes from a Winograd layer or a concatenation (NCHW) and so is converted,
+    // every one measured was slower blocked (ResNet-50's 64 -> 256 expansions at 56x56 1.2x,
+    // DenseNet-121's 1.2-1.36x, the strided 256 -> 512 1.19x; per layer, two builds' servers
+    // in turns, Intel Xeon 207). They come back with a blocked Winograd and blocked
+    // concatenations.
+    whole(x.channels()) && whole(y.channels()) && taps > 1 && pixels >= MIN_PIXELS
+}
+
+/// The share of a convolution's time the blocked kernel saves where [`pays`] says it gains
+/// (AVX-512, `resnet50/nchwc` in the kernel bench: 3x3 stride 1 1.05-1.3x as fast as NCHW,
+/// 3x3 stride 2 1.2-1.6x).
+fn saved_share(stride: &[usize]) -> f64 {
+    if stride.iter().any(|&s| s > 1) {
+        0.3
+    } else {
+        0.15
+    }
+}
+
+/// What converting one float between the layouts costs, in multiply-adds of a convolution
+/// (`nchwc::to_blocked`/`from_blocked` move about one float per 2 cycles on the Intel Xeon
+/// where the AVX-512 convolutions do 20-28 multiply-adds per cycle; per layer in ResNet-50,
+/// a 64 -> 256 1x1 at 56x56 that converted its 200 K-float input was 1.07-1.25x slower
+/// blocked).
+const CONVERSION_FMAS: f64 = 48.0;
+
+/// The blocked convolutions of `g` and its blocked values, or `None` if no convolution gains.
+///
+/// Every convolution that [`pays`] starts blocked; then, while it helps, the one whose
+/// return to NCHW most improves the estimate (multiply-adds saved by the blocked ones minus
+/// the conversions the layouts' edges cost) goes back, one at a time.
+pub fn choose(g: &Graph) -> Option<Blocked> {
+    let mut convs: Vec<bool> = (0..g.ops.len()).map(|i| pays(g, i)).collect();
+    let mut best = estimate(g, &convs);
+    loop {
+        let mut step = None;
+        for i in 0..g.ops.len() {
+            if !convs[i] {
+                continue;
+            }
+            convs[i] = false;
+            let e = estimate(g, &convs);
+            convs[i] = true;
+            if e > step.map_or(best, |(_, s)| s) {
+                step = Some((i, e));
+            }
+        }
+        let Some((i, e)) = step else { break };
+        convs[i] = false;
+        best = e;
+    }
+    let values = stored_blocked(g, &convs);
+    convs.contains(&true).then_some(Blocked { convs, values })
+}
+
+/// Multiply-adds saved by running `convs` blocked, less the conversions they need.
+fn estimate(g: &Graph, convs: &[bool]) -> f64 {
+    let blocked = Blocked {
+        convs: convs.to_vec(),
+        values: stored_blocked(g, convs),
+    };
+    let mut total = 0.0;
+    for (i, op) in g.ops.iter().enumerate().filter(|&(i, _)| convs[i]) {
+        let OpKind::Conv { kernel, stride, .. } = &op.kind else {
+            continue;
+        };
+        let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
+        let pixels: usize = y.spatial_dims().iter().product();
+        let taps: usize = kernel.iter().product();
+        let fmas = (y.batch() * pixels * y.channels() * x.channels() * taps) as f64;
+        let converted: usize = blocked.scratch_parts(g, i).iter().sum();
+        total += fmas * saved_share(stride) - converted as f64 * CONVERSION_FMAS;
+    }
+    total
+}
+
+/// Per value: produced by a blocked convolution, read only by blocked convolutions (as their
+/// input or residual), and not an output.
+fn stored_blocked(g: &Graph, convs: &[bool]) -> Vec<bool> {
+    let mut blocked: Vec<bool> = g
+        .values
+        .iter()
+        .map(|v| matches!(v.producer, Producer::Op { op, slot: 0 } if convs[op.index()]))
+        .collect();
+    for o in &g.outputs {
+        blocked[o.value.index()] = false;
+    }
+    for (i, op) in g.ops.iter().enumerate() {
+        let data = op.data_args();
+        for (j, a) in op.args.iter().enumerate() {
+            // A blocked convolution reads its input and residual (its data arguments) blocked;
+            // anything else (another op, or a blocked conv's weights) reads NCHW bytes.
+            let as_data = j == 0 || (data.len() == 2 && j == op.args.len() - 1);
+            if !(convs[i] && as_data) {
+                blocked[a.index()] = false;
+            }
+        }
+    }
+    blocked
+}
+
+impl Blocked {
+    /// Whether value `v` is stored NCHW16c.
+    pub fn value(&self, v: ValueId) -> bool {
+        self.values[v.index()]
+    }
+
+    /// The f32 scratch blocked conv op `i` needs to convert its operands: an NCHW input, an
+    /// NCHW residual and an NCHW result each get a blocked copy, in that order.
+    pub fn scratch_parts(&self, g: &Graph, i: usize) -> [usize; 3] {
+        let op = &g.ops[i];
+        let data = op.data_args();
+        let y = op.result();
+        let convert = |v: ValueId| if self.value(v) { 0 } else { blocked_len(g, v) };
+        [
+            convert(data[0]),
+            data.get(1).map_or(0, |&r| convert(r)),
+            convert(y),
+        ]
+    }
+
+    /// f32 elements a value takes in the arena: its blocked length if stored blocked.
+    pub fn stored_len(&self, g: &Graph, v: ValueId) -> Option<usize> {
+        self.value(v).then(|| blocked_len(g, v))
+    }
+}
+
+/// f32 elements of value `v` (a feature map) stored NCHW16c.
+pub fn blocked_len(g: &Graph, v: ValueId) -> usize {
+    let s = g.shape(v);
+    let [h, w] = as_2d(s.spatial_dims(), 1);
+    nchwc::blocked_len(s.batch(), s.channels(), h, w)
+}
