@@ -274,10 +274,11 @@ pub fn pipeline(
                 ));
             }
         }
-        // The blocked plan: only for a network of one shape (the parameter buffer, which holds
-        // the blocked convolutions' packed weights, is shared by every variant).
+        // The blocked plan: only for a network without size symbols (the parameter buffer,
+        // which holds the blocked convolutions' packed weights, is shared by every variant, and
+        // `run` chooses between variants by shape, between plans by kernel table).
         let blocked = match blocked::choose(&graph) {
-            Some(choice) if source.bindings.len() == 1 => {
+            Some(choice) if binding.is_empty() => {
                 let (planned, plan) = plan_graph(&graph, Some(&choice))?;
                 Some(BlockedPlan {
                     choice,
