@@ -18,7 +18,11 @@ ratios with quartiles 0.75-1.09; pinned, 0.97-1.04 (Intel Xeon host, 2026-11-28)
 The network's files come from `target/bench_e2e/<model>/` (written by `bench_e2e.py`). `ort`
 as a binary name adds onnxruntime (one intra-op thread) to the rotation. Options (environment):
 `WARM=1` runs one untimed inference before each timed one (steady state, without the first
-run after another process's), `FLUSH=1` writes 64 MiB between runs (cold caches).
+run after another process's), `FLUSH=1` writes 64 MiB between runs (cold caches), `THREADS=n`
+runs every contender on `n` threads (kiln's `set_threads(n)`, onnxruntime's intra-op threads)
+and compares wall time instead of the (then summed over threads) CPU time, pausing after each
+sample as `bench_e2e.py` does (onnxruntime's workers spin on after a run and would take a core
+from the next contender).
 
 Prints, per contender, `<name> median_ms=<x> q1=<x> q3=<x>`, and for each contender after the
 first the median and quartiles of its per-round ratio to the first: `<name> over <first>
@@ -29,11 +33,14 @@ within rounds is steadier than the ratio of the medians).
 import os
 import statistics
 import subprocess
+import time
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "target" / "bench_e2e"
+# Pause after each sample with several threads (bench_e2e.py's SETTLE_S).
+SETTLE_S = 0.1
 
 
 def request(proc: subprocess.Popen, line: str, tag: str) -> str:
@@ -48,11 +55,12 @@ def request(proc: subprocess.Popen, line: str, tag: str) -> str:
             return got
 
 
-def start(binary: str, model: str) -> subprocess.Popen:
-    """A timing server with `model` loaded: kiln's (`--serve`) or onnxruntime's."""
+def start(binary: str, model: str, threads: int) -> subprocess.Popen:
+    """A timing server with `model` loaded, on `threads` threads: kiln's (`--serve`) or
+    onnxruntime's."""
     if binary == "ort":
         cmd = [sys.executable, str(ROOT / "scripts" / "bench_e2e.py"), "--ort-serve"]
-        load = f"load {DATA / model / 'io.safetensors'} {DATA / model / 'model.onnx'} 1"
+        load = f"load {DATA / model / 'io.safetensors'} {DATA / model / 'model.onnx'} {threads}"
         done = "LOADED"
     else:
         cmd = [binary, "--serve", str(DATA)]
@@ -63,6 +71,10 @@ def start(binary: str, model: str) -> subprocess.Popen:
     else:
         proc.stdin.write(load + "\n")
         proc.stdin.flush()
+        if threads > 1:
+            check = request(proc, f"threads {threads}", "CHECK")
+            if "FAILED" in check:
+                sys.exit(f"{binary}: {check.strip()}")
     request(proc, "time 3", "TIME")  # loaded (kiln checks its output on load) and warm
     return proc
 
@@ -74,7 +86,9 @@ def main() -> None:
     warm = os.environ.get("WARM") == "1"
     flush = bytearray(64 << 20) if os.environ.get("FLUSH") == "1" else None
     lines = bytes(len(flush) // 64) if flush is not None else b""  # one byte per cache line
-    servers = [start(b, model) for b in binaries]
+    threads = int(os.environ.get("THREADS", "1"))
+    clock = "cpu_s" if threads == 1 else "wall_s"
+    servers = [start(b, model, threads) for b in binaries]
     cpu_ms: list[list[float]] = [[] for _ in binaries]
     for _ in range(rounds):
         for server, got in zip(servers, cpu_ms):
@@ -83,7 +97,9 @@ def main() -> None:
             if warm:
                 request(server, "time 1", "TIME")
             fields = dict(w.split("=") for w in request(server, "time 1", "TIME").split()[1:])
-            got.append(float(fields["cpu_s"]) * 1e3)
+            got.append(float(fields[clock]) * 1e3)
+            if threads > 1:
+                time.sleep(SETTLE_S)
     for binary, got in zip(binaries, cpu_ms):
         q1, _, q3 = statistics.quantiles(got, n=4)
         print(f"{binary} median_ms={statistics.median(got):.3f} q1={q1:.2f} q3={q3:.2f}")

@@ -123,6 +123,7 @@ pub struct ParEntries {
     pub conv2d: ConvParFn,
     pub conv2d_res: ConvResParFn,
     pub conv2d_winograd: ConvParFn,
+    pub conv2d_nchwc: NchwcParFn,
 }
 
 /// A convolution entry with threads: `conv2d`'s arguments after the [`Parallel`].
@@ -133,6 +134,19 @@ pub type ConvParFn =
 /// activation and output.
 pub type NchwcConvFn =
     fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Option<&[f32]>, Activation, &mut [f32]);
+
+/// [`ParEntries::conv2d_nchwc`]: [`NchwcConvFn`]'s arguments after the [`Parallel`].
+#[allow(clippy::type_complexity)] // The entry's signature, spelled out.
+pub type NchwcParFn = fn(
+    &dyn Parallel,
+    &Conv2d,
+    &[f32],
+    &[f32],
+    Option<&[f32]>,
+    Option<&[f32]>,
+    Activation,
+    &mut [f32],
+);
 
 /// [`Kernels::conv2d_res`]: `conv2d`'s arguments with the residual after the bias.
 pub type ConvResFn =
@@ -243,6 +257,29 @@ impl Kernels {
                 (e.conv2d_winograd)(par, p, input, u, bias, act, scratch, out)
             }
             _ => (self.conv2d_winograd)(p, input, u, bias, act, scratch, out),
+        }
+    }
+
+    /// `conv2d_nchwc` on `par`'s threads where this table can split it (by output rows),
+    /// else on the calling thread.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2d_nchwc_on(
+        &self,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        input: &[f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        act: Activation,
+        out: &mut [f32],
+    ) {
+        match self.par {
+            Some(e) if par.threads() > 1 => {
+                (e.conv2d_nchwc)(par, p, input, weight, bias, residual, act, out)
+            }
+            _ => (self.conv2d_nchwc)(p, input, weight, bias, residual, act, out),
         }
     }
 }

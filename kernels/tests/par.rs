@@ -1,5 +1,5 @@
 //! Kernels split among threads (`Kernels::gemm_on`, `conv2d_on` (depthwise ones by channels on
-//! every table), `conv2d_winograd_on`, and the memory-bound `_on` entries: element-wise, batch
+//! every table), `conv2d_winograd_on`, `conv2d_nchwc_on`, and the memory-bound `_on` entries: element-wise, batch
 //! norm, pooling, global average pooling, concatenation) give
 //! the same result, to the bit, as the same table on one thread, for every ISA this CPU has,
 //! on shapes large enough to be split (column panels, row slivers when there is only one
@@ -274,6 +274,51 @@ fn conv2d_res_split_matches_one_thread() {
                 &|par, out| {
                     let mut scratch = vec![f32::NAN; p.scratch_len()];
                     kt.conv2d_res_on(par, &p, &input, &packed, bias, &res, act, &mut scratch, out);
+                    assert_close(out, &want, &what);
+                },
+                out_len,
+            );
+        }
+    }
+}
+
+/// The blocked convolution split by output rows (`conv2d_nchwc_on`): a 3x3 on 28x28, a strided
+/// 5x5 with a residual on two images (tasks of both images), a 1x1 on 14x14 with partial blocks.
+#[test]
+fn nchwc_split_matches_one_thread() {
+    use kiln_kernels::nchwc::{blocked_len, pack_weights, packed_weight_len, to_blocked};
+    for (p, res) in [
+        (conv(64, 64, 28, 3, 1, 1, 1), false),
+        (
+            Conv2d {
+                batch: 2,
+                ..conv(40, 48, 30, 5, 2, 2, 1)
+            },
+            true,
+        ),
+        (conv(250, 120, 14, 1, 1, 0, 1), false),
+    ] {
+        assert!(p.batch * p.out_h * p.out_w * p.c_out * p.c_in * p.kh * p.kw >= MIN_PARALLEL_FMAS);
+        let input = data(p.batch * p.c_in * p.h * p.w, 3);
+        let weight = data(p.c_out * p.c_in * p.kh * p.kw, 4);
+        let bias = data(p.c_out, 5);
+        let out_len = blocked_len(p.batch, p.c_out, p.out_h, p.out_w);
+        let residual = data(out_len, 6);
+        let residual = res.then_some(&residual[..]);
+        let mut xb = vec![0.0; blocked_len(p.batch, p.c_in, p.h, p.w)];
+        to_blocked(p.batch, p.c_in, p.h, p.w, &input, &mut xb);
+        let mut packed = vec![0.0; packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
+        pack_weights(p.c_out, p.c_in, p.kh, p.kw, &weight, &mut packed);
+        let act = Activation::Relu;
+        let mut want = vec![0.0; out_len];
+        (PORTABLE.conv2d_nchwc)(&p, &xb, &packed, Some(&bias), residual, act, &mut want);
+        for kt in tables("conv2d_nchwc_on") {
+            let what = format!("conv2d_nchwc {p:?}");
+            same_on_threads(
+                &kt,
+                &what,
+                &|par, out| {
+                    kt.conv2d_nchwc_on(par, &p, &xb, &packed, Some(&bias), residual, act, out);
                     assert_close(out, &want, &what);
                 },
                 out_len,

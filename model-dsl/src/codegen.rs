@@ -300,12 +300,12 @@ impl Model<'_> {
             let d = dims(op.result());
             code.extend(quote! {
                 let (__yb, _) = __rest.split_at_mut(#y_len);
-                (__k.conv2d_nchwc)(&#geom, #x, &__params[#w], #bias, #r, #act, __yb);
+                __k.conv2d_nchwc_on(__par, &#geom, #x, &__params[#w], #bias, #r, #act, __yb);
                 #k::nchwc::from_blocked(#d, __yb, out);
             });
         } else {
             code.extend(quote! {
-                (__k.conv2d_nchwc)(&#geom, #x, &__params[#w], #bias, #r, #act, out);
+                __k.conv2d_nchwc_on(__par, &#geom, #x, &__params[#w], #bias, #r, #act, out);
             });
         }
         code
@@ -1577,12 +1577,11 @@ pub fn generate(variants: &[Model<'_>], blocked: Option<&Model<'_>>) -> TokenStr
                     Self::exec(self.kernels, &self.threads, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
                 };
             }
-            // The blocked plan where the table's blocked convolution is the faster, on one
-            // thread (`conv2d_nchwc` does not split its work).
+            // The blocked plan where the table's blocked convolution is the faster.
             return quote! {
                 #checks
                 let __arena = #arena;
-                if self.kernels.blocked && ::kiln::__private::kernels::par::Parallel::threads(&self.threads) == 1 {
+                if self.kernels.blocked {
                     Self::exec_blocked(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
                 } else {
                     Self::exec(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)

@@ -94,6 +94,14 @@ fn inference_does_not_allocate() {
         std::hint::black_box(y.as_slice());
     });
     assert_eq!(n, 0, "Blocked::run allocated {n} times");
+    blocked.set_threads(2).unwrap();
+    let n = allocations_during(|| {
+        for _ in 0..3 {
+            let y = blocked.run(&blocked_io.x).unwrap();
+            std::hint::black_box(y.as_slice());
+        }
+    });
+    assert_eq!(n, 0, "Blocked::run on two threads allocated {n} times");
 
     // Two threads: the workers are spawned by `set_threads` (which allocates); runs, on this
     // thread and on the workers (the allocator counts every thread), allocate nothing, from

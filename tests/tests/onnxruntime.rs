@@ -54,8 +54,9 @@ fn winograd_convolutions_match_onnxruntime() {
 /// The blocked channel layout: the compiler plans `Blocked` a second time with its five
 /// convolutions in NCHW16c, and `run` takes that plan where the kernel table's blocked
 /// convolution is the faster (AVX-512), or wherever `KILN_LAYOUT=blocked` says (CI runs this
-/// file so on every ISA); on two threads, the NCHW plan. Every way matches onnxruntime, with
-/// weights embedded (packed at compile time) and loaded at run time (packed then).
+/// file so on every ISA). Every way matches onnxruntime, with weights embedded (packed at
+/// compile time) and loaded at run time (packed then), and two threads (the blocked
+/// convolutions split by output rows) give the same bits as one.
 #[test]
 fn blocked_layout_matches_onnxruntime() {
     let (_, blocked) = Blocked::PLAN
@@ -74,9 +75,17 @@ fn blocked_layout_matches_onnxruntime() {
     assert_close(&y, &g.y);
     let path = kiln_tests::data_file("blocked.safetensors");
     let mut model = Blocked::from_safetensors(&path).unwrap();
-    assert_close(&model.run(&g.x).unwrap(), &g.y);
+    let one: Vec<u32> = model
+        .run(&g.x)
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
     model.set_threads(2).unwrap();
-    assert_close(&model.run(&g.x).unwrap(), &g.y);
+    let y = model.run(&g.x).unwrap();
+    assert_close(&y, &g.y);
+    let two: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+    assert_eq!(one, two, "two threads changed the result");
 }
 
 /// Weights stored pre-packed (`kiln_kernels::pack`): embedded (prepared at compile time, read

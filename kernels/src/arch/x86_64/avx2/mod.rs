@@ -33,6 +33,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
         conv2d: conv::conv2d_par,
         conv2d_res: conv::conv2d_res_par,
         conv2d_winograd: conv::conv2d_winograd_par,
+        conv2d_nchwc: conv2d_nchwc_par,
     });
     k.weights = crate::pack::WeightLayout::DepthBlocked;
     k.unary = eltwise::unary;

@@ -35,6 +35,8 @@
 //! input pointers do not fit the general registers beside the loop's others, and three of them
 //! were reloaded from the stack every channel.
 
+use core::ops::Range;
+
 use super::lanes::{act_vec, scalar_act, Lanes};
 use crate::nchwc::{blocks, check, BLOCK, GROUP};
 use crate::{Activation, Conv2d};
@@ -53,6 +55,8 @@ struct Geometry<'a> {
     w_tap: usize,
     bias: Option<&'a [f32]>,
     act: Activation,
+    /// The output rows computed (all of them, or one task's share).
+    rows: Range<usize>,
 }
 
 /// The packed weights of the blocks a call computes (`nchwc::pack_weights`): channel `i` of
@@ -95,6 +99,45 @@ pub(crate) unsafe fn conv2d<S: Lanes, const V: usize, const V1: usize, const P: 
     out: &mut [f32],
 ) {
     check(p, input, weight, bias, residual, out);
+    let r = residual.map_or(core::ptr::null(), |r| r.as_ptr());
+    // SAFETY: `check` sized every operand for `p`; the whole output is this call's.
+    unsafe {
+        conv2d_part::<S, V, V1, P>(
+            s,
+            p,
+            input.as_ptr(),
+            weight.as_ptr(),
+            bias,
+            r,
+            act,
+            out.as_mut_ptr(),
+            0..p.batch,
+            0..p.out_h,
+        )
+    }
+}
+
+/// [`conv2d`] of images `images` and output rows `rows` (every output block's), through the
+/// operands' pointers: one thread's share of a convolution split by rows.
+///
+/// # Safety
+///
+/// As for [`conv2d`], with the operands `check`ed for `p` (`r` null without a residual), and
+/// nothing else reading or writing those rows of those images' output while this runs.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn conv2d_part<S: Lanes, const V: usize, const V1: usize, const P: usize>(
+    s: S,
+    p: &Conv2d,
+    x: *const f32,
+    w: *const f32,
+    bias: Option<&[f32]>,
+    r: *const f32,
+    act: Activation,
+    y: *mut f32,
+    images: Range<usize>,
+    rows: Range<usize>,
+) {
     debug_assert!(V1 * S::N == BLOCK && (V * S::N).is_multiple_of(BLOCK));
     let g = Geometry {
         p,
@@ -106,18 +149,13 @@ pub(crate) unsafe fn conv2d<S: Lanes, const V: usize, const V1: usize, const P: 
         w_tap: p.kh * p.kw * BLOCK * BLOCK,
         bias,
         act,
+        rows,
     };
     let group = V * S::N / BLOCK;
     debug_assert!(group <= GROUP && (P == 6 || P == 12));
     // Input blocks per pass: a group's weights for them in a quarter of the L2.
     let per_pass = (crate::arch::x86_64::cache::l2_bytes() / 4 / (g.w_tap * GROUP * 4)).max(1);
-    let (x, w, r, y) = (
-        input.as_ptr(),
-        weight.as_ptr(),
-        residual.map_or(core::ptr::null(), |r| r.as_ptr()),
-        out.as_mut_ptr(),
-    );
-    for n in 0..p.batch {
+    for n in images {
         // One group of the packed weights at a time: `blocks` output blocks from `ob`.
         let mut ob = 0;
         while ob < g.obs {
@@ -133,7 +171,7 @@ pub(crate) unsafe fn conv2d<S: Lanes, const V: usize, const V1: usize, const P: 
                     first: ib == 0,
                     last: ib_end == g.ibs,
                 };
-                // SAFETY: `check` sized every operand for `p`; image `n` and output blocks
+                // SAFETY: the operands are sized for `p` (caller); image `n` and output blocks
                 // `ob..ob + blocks` are inside them.
                 unsafe {
                     let x = x.add(n * g.ibs * g.plane_in);
@@ -175,7 +213,7 @@ pub(crate) unsafe fn conv2d<S: Lanes, const V: usize, const V1: usize, const P: 
     }
 }
 
-/// The output positions `0..out` along one axis (input size `size`, kernel `k`, stride `st`,
+/// The output positions `out` along one axis (input size `size`, kernel `k`, stride `st`,
 /// padding before `pad`) cut into runs whose taps inside the input are the same: yields
 /// `(first, end, k0, k1)` for each run `first..end` with taps `k0..k1`. (An iterator, not a
 /// function taking a closure: a closure is not compiled with the features of the
@@ -190,10 +228,10 @@ struct Runs {
 }
 
 impl Runs {
-    fn new(out: usize, size: usize, k: usize, st: usize, pad: usize) -> Runs {
+    fn new(out: Range<usize>, size: usize, k: usize, st: usize, pad: usize) -> Runs {
         Runs {
-            next: 0,
-            out,
+            next: out.start,
+            out: out.end,
             size: size as isize,
             k: k as isize,
             st,
@@ -252,8 +290,8 @@ unsafe fn classes<S: Lanes, const V: usize, const P: usize>(
 ) {
     let p = g.p;
     let [sy, sx] = p.stride;
-    for (y0, y1, ky0, ky1) in Runs::new(p.out_h, p.h, p.kh, sy, p.pad[0]) {
-        for (x0, x1, kx0, kx1) in Runs::new(p.out_w, p.w, p.kw, sx, p.pad[1]) {
+    for (y0, y1, ky0, ky1) in Runs::new(g.rows.clone(), p.h, p.kh, sy, p.pad[0]) {
+        for (x0, x1, kx0, kx1) in Runs::new(0..p.out_w, p.w, p.kw, sx, p.pad[1]) {
             // A class with no tap inside the image (padding wider than the kernel) sums
             // nothing: its pixels get the bias and residual alone.
             let cols = x1 - x0;
@@ -445,6 +483,86 @@ macro_rules! nchwc_entry {
             // SAFETY: only reachable through a table built after detecting the features
             // (crate::table).
             unsafe { run(p, input, weight, bias, residual, act, out) }
+        }
+
+        /// The table's threaded `conv2d_nchwc`: each task one image's share of the output
+        /// rows, every output block of them (so each task reads all the weights; the rows of
+        /// one image go to at most twice as many tasks as there are threads).
+        #[allow(clippy::too_many_arguments)] // conv2d_nchwc's contract plus the threads.
+        fn conv2d_nchwc_par(
+            par: &dyn crate::par::Parallel,
+            p: &crate::Conv2d,
+            input: &[f32],
+            weight: &[f32],
+            bias: Option<&[f32]>,
+            residual: Option<&[f32]>,
+            act: crate::Activation,
+            out: &mut [f32],
+        ) {
+            let fmas = p
+                .batch
+                .saturating_mul(p.out_h * p.out_w)
+                .saturating_mul(p.c_out.saturating_mul(p.c_in))
+                .saturating_mul(p.kh * p.kw);
+            if !crate::par::worth_splitting(par, fmas) || p.batch * p.out_h < 2 {
+                return conv2d_nchwc(p, input, weight, bias, residual, act, out);
+            }
+            crate::nchwc::check(p, input, weight, bias, residual, out);
+
+            #[target_feature(enable = $feat)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn part(
+                p: &crate::Conv2d,
+                input: &[f32],
+                weight: &[f32],
+                bias: Option<&[f32]>,
+                residual: Option<&[f32]>,
+                act: crate::Activation,
+                out: *mut f32,
+                image: usize,
+                rows: core::ops::Range<usize>,
+            ) {
+                let r = residual.map_or(core::ptr::null(), |r| r.as_ptr());
+                // SAFETY: the features are enabled here; the operands were checked for `p`;
+                // the caller gives each task rows of the output nothing else touches.
+                unsafe {
+                    let s = <$s>::new();
+                    crate::arch::x86_64::avx2::nchwc::conv2d_part::<$s, $v, $v1, $p>(
+                        s,
+                        p,
+                        input.as_ptr(),
+                        weight.as_ptr(),
+                        bias,
+                        r,
+                        act,
+                        out,
+                        image..image + 1,
+                        rows,
+                    )
+                }
+            }
+            let chunks = (2 * par.threads()).min(p.out_h).max(1);
+            let shared = crate::par::SharedMut::new(out);
+            par.run(p.batch * chunks, &|t| {
+                let (image, c) = (t / chunks, t % chunks);
+                let rows = c * p.out_h / chunks..(c + 1) * p.out_h / chunks;
+                // SAFETY: only reachable through a table built after detecting the features;
+                // the tasks' (image, rows) parts of the output are disjoint (the `Parallel`
+                // contract runs each index once) and `shared` borrows `out` for the whole run.
+                unsafe {
+                    part(
+                        p,
+                        input,
+                        weight,
+                        bias,
+                        residual,
+                        act,
+                        shared.as_ptr(),
+                        image,
+                        rows,
+                    )
+                }
+            });
         }
     };
 }
