@@ -127,10 +127,7 @@ pub fn choose(g: &Graph) -> Option<Blocked> {
 
 /// Multiply-adds saved by running `convs` blocked, less the conversions they need.
 fn estimate(g: &Graph, convs: &[bool]) -> f64 {
-    let blocked = Blocked {
-        convs: convs.to_vec(),
-        values: stored_blocked(g, convs),
-    };
+    let values = stored_blocked(g, convs);
     let mut total = 0.0;
     for (i, op) in g.ops.iter().enumerate().filter(|&(i, _)| convs[i]) {
         let OpKind::Conv { kernel, stride, .. } = &op.kind else {
@@ -140,7 +137,7 @@ fn estimate(g: &Graph, convs: &[bool]) -> f64 {
         let pixels: usize = y.spatial_dims().iter().product();
         let taps: usize = kernel.iter().product();
         let fmas = (y.batch() * pixels * y.channels() * x.channels() * taps) as f64;
-        let converted: usize = blocked.scratch_parts(g, i).iter().sum();
+        let converted: usize = conversions(g, &values, i).iter().sum();
         total += fmas * saved_share(stride) - converted as f64 * CONVERSION_FMAS;
     }
     total
@@ -180,21 +177,31 @@ impl Blocked {
     /// The f32 scratch blocked conv op `i` needs to convert its operands: an NCHW input, an
     /// NCHW residual and an NCHW result each get a blocked copy, in that order.
     pub fn scratch_parts(&self, g: &Graph, i: usize) -> [usize; 3] {
-        let op = &g.ops[i];
-        let data = op.data_args();
-        let y = op.result();
-        let convert = |v: ValueId| if self.value(v) { 0 } else { blocked_len(g, v) };
-        [
-            convert(data[0]),
-            data.get(1).map_or(0, |&r| convert(r)),
-            convert(y),
-        ]
+        conversions(g, &self.values, i)
     }
 
     /// f32 elements a value takes in the arena: its blocked length if stored blocked.
     pub fn stored_len(&self, g: &Graph, v: ValueId) -> Option<usize> {
         self.value(v).then(|| blocked_len(g, v))
     }
+}
+
+/// [`Blocked::scratch_parts`] with the blocked values `values`.
+fn conversions(g: &Graph, values: &[bool], i: usize) -> [usize; 3] {
+    let op = &g.ops[i];
+    let data = op.data_args();
+    let convert = |v: ValueId| {
+        if values[v.index()] {
+            0
+        } else {
+            blocked_len(g, v)
+        }
+    };
+    [
+        convert(data[0]),
+        data.get(1).map_or(0, |&r| convert(r)),
+        convert(op.result()),
+    ]
 }
 
 /// f32 elements of value `v` (a feature map) stored NCHW16c.

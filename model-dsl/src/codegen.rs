@@ -248,11 +248,13 @@ impl Model<'_> {
     fn blocked_conv(
         &self,
         i: usize,
-        b: &Blocked,
         has_bias: bool,
         act: Act,
         read_args: &[TokenStream],
     ) -> TokenStream {
+        let b = self
+            .blocked
+            .expect("only the blocked plan has blocked convolutions");
         let k = quote! { ::kiln::__private::kernels };
         let op = &self.graph.ops[i];
         let geom = self.conv_geom(i);
@@ -411,11 +413,7 @@ impl Model<'_> {
         let out_view = self.typed_mut(op.result(), quote! { out });
         let mut writes = vec![quote! { #o0..#o1 }];
         let mut write_ids = vec![format_ident!("out")];
-        let blocked_conv = self.blocked.filter(|b| b.convs[i]);
-        let scratch_len = match blocked_conv {
-            Some(b) => b.scratch_parts(self.graph, i).iter().sum(),
-            None => layout::scratch_len(self.graph, op),
-        };
+        let scratch_len = layout::op_scratch_len(self.graph, self.blocked, i);
         if let Some(idx) = self.planned.scratch[i] {
             let p = &self.plan.scratch[idx];
             let (s0, s1) = (p.offset / 4, p.offset / 4 + scratch_len);
@@ -428,9 +426,8 @@ impl Model<'_> {
             .shape(op.args.first().copied().unwrap_or(op.result()));
         let y_shape = self.graph.shape(op.result());
         let call = match &op.kind {
-            OpKind::Conv { has_bias, act, .. } if blocked_conv.is_some() => {
-                let b = blocked_conv.expect("matched");
-                self.blocked_conv(i, b, *has_bias, *act, &read_args)
+            OpKind::Conv { has_bias, act, .. } if self.blocked.is_some_and(|b| b.convs[i]) => {
+                self.blocked_conv(i, *has_bias, *act, &read_args)
             }
             OpKind::Conv {
                 has_bias,
@@ -1580,12 +1577,8 @@ pub fn generate(variants: &[Model<'_>], blocked: Option<&Model<'_>>) -> TokenStr
             // The blocked plan where the table's blocked convolution is the faster.
             return quote! {
                 #checks
-                let __arena = #arena;
-                if self.kernels.blocked {
-                    Self::exec_blocked(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
-                } else {
-                    Self::exec(self.kernels, &self.threads, self.params.as_slice(), __arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
-                }
+                let __exec = if self.kernels.blocked { Self::exec_blocked } else { Self::exec };
+                __exec(self.kernels, &self.threads, self.params.as_slice(), #arena, #dyn_arg #(#seq_args,)* #(#input_idents),*)
             };
         }
         let arms = variants.iter().enumerate().map(|(k, m)| {

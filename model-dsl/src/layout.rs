@@ -94,6 +94,16 @@ pub fn scratch_len(g: &Graph, op: &Op) -> usize {
     .unwrap_or(usize::MAX)
 }
 
+/// f32 elements of scratch op `i` needs in the plan `blocked` says (`None`: the NCHW plan):
+/// a blocked convolution's conversion buffers ([`Blocked::scratch_parts`]), else
+/// [`scratch_len`].
+pub fn op_scratch_len(g: &Graph, blocked: Option<&Blocked>, i: usize) -> usize {
+    match blocked.filter(|b| b.convs[i]) {
+        Some(b) => b.scratch_parts(g, i).iter().sum(),
+        None => scratch_len(g, &g.ops[i]),
+    }
+}
+
 /// The planning problem of a graph, and how its values map onto the problem's.
 #[derive(Debug)]
 pub struct Planned {
@@ -243,13 +253,10 @@ fn problem_with(g: &Graph, free: FreeConcats, blocked: Option<&Blocked>) -> Plan
     }
     let mut scratch = Vec::new();
     let mut scratch_of = vec![None; g.ops.len()];
-    for (i, op) in g.ops.iter().enumerate() {
-        let len = match blocked.filter(|b| b.convs[i]) {
-            Some(b) => b.scratch_parts(g, i).iter().sum(),
-            None => scratch_len(g, op),
-        };
+    for (i, of) in scratch_of.iter_mut().enumerate() {
+        let len = op_scratch_len(g, blocked, i);
         if len > 0 {
-            scratch_of[i] = Some(scratch.len());
+            *of = Some(scratch.len());
             scratch.push(ScratchReq {
                 step: i,
                 bytes: len.saturating_mul(4),

@@ -93,14 +93,18 @@ impl Variant {
             if out.is_empty() {
                 out.push_str("conv algorithms:\n");
             }
-            let slot = self.planned.slot[op.result().index()];
-            let name =
-                slot.map_or_else(String::new, |s| self.planned.problem.values[s].name.clone());
+            let name = result_name(&self.planned, op);
             let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
             out.push_str(&format!("  {name}: {} -> {}: {}\n", x, y, algo.describe()));
         }
         out
     }
+}
+
+/// How a plan names op `op`'s result (`%16 a = conv2d`), empty if it has no planned value.
+fn result_name(planned: &layout::Planned, op: &ir::Op) -> String {
+    planned.slot[op.result().index()]
+        .map_or_else(String::new, |s| planned.problem.values[s].name.clone())
 }
 
 impl Compiled {
@@ -123,9 +127,7 @@ impl Compiled {
                 out.push_str("blocked convolutions (NCHW16c):\n");
                 let convs = v.graph.ops.iter().zip(&b.choice.convs);
                 for (op, _) in convs.filter(|(_, &blocked)| blocked) {
-                    let slot = b.planned.slot[op.result().index()];
-                    let name =
-                        slot.map_or_else(String::new, |s| b.planned.problem.values[s].name.clone());
+                    let name = result_name(&b.planned, op);
                     let (x, y) = (v.graph.shape(op.args[0]), v.graph.shape(op.result()));
                     out.push_str(&format!("  {name}: {x} -> {y}\n"));
                 }

@@ -541,7 +541,8 @@ macro_rules! nchwc_entry {
                     )
                 }
             }
-            let chunks = (2 * par.threads()).min(p.out_h).max(1);
+            // At least one row: `batch * out_h >= 2` above.
+            let chunks = (2 * par.threads()).min(p.out_h);
             let shared = crate::par::SharedMut::new(out);
             par.run(p.batch * chunks, &|t| {
                 let (image, c) = (t / chunks, t % chunks);
