@@ -480,18 +480,19 @@ def build_residual():
 def build_blocked():
     """A network whose convolutions kiln runs in the blocked channel layout NCHW16c where the
     kernel table says so (3x3 convolutions through im2col on 28x28 maps, channels in whole
-    blocks of 16, a batch of two): values stored blocked between convolutions, a residual
-    stored blocked (`a`) and one converted from the model's input (`x`), the input converted
-    on the way in and a stride-2 result converted back for the pool."""
+    blocks of 16 and at least four blocks out, a batch of two): values stored blocked between
+    convolutions, a residual stored blocked (`a`) and one converted from the model's input
+    (`x`), the input converted on the way in and a stride-2 result converted back for the
+    pool."""
     p = Params(seed=1006)
-    p.conv("c1", 64, 32, 3, 3, bias=False)
+    p.conv("c1", 64, 64, 3, 3, bias=False)
     p.batch_norm("bn1", 64)
     p.conv("c2", 64, 64, 3, 3, bias=True)
     p.conv("c5", 64, 64, 3, 3, bias=True)
-    p.conv("c3", 32, 64, 3, 3, bias=True)
-    p.conv("c4", 64, 32, 3, 3, bias=True)
+    p.conv("c3", 64, 64, 3, 3, bias=True)
+    p.conv("c4", 64, 64, 3, 3, bias=True)
     p.dense("head", 64, 10)
-    x = p.input((2, 32, 28, 28))
+    x = p.input((2, 64, 28, 28))
 
     g = Graph(p)
     same = (1, 1, 1, 1)

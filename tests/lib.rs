@@ -150,18 +150,18 @@ kiln::network! {
 
 kiln::network! {
     /// Convolutions the compiler also plans in the blocked channel layout NCHW16c (3x3 through
-    /// im2col on 28x28 maps, channels in whole blocks of 16, a batch of two): values stored
-    /// blocked between convolutions, a residual stored blocked (`a`) and one converted from the
-    /// model's input (`x`), the input converted on the way in and the stride-2 result on the
-    /// way out to the pool (see `scripts/gen_testdata.py`).
-    pub net Blocked(x: fm<32xf32[28,28], batch = 2>) -> vec<10xf32, batch = 2> {
+    /// im2col on 28x28 maps, channels in whole blocks of 16, four blocks out, a batch of two):
+    /// values stored blocked between convolutions, a residual stored blocked (`a`) and one
+    /// converted from the model's input (`x`), the input converted on the way in and the
+    /// stride-2 result on the way out to the pool (see `scripts/gen_testdata.py`).
+    pub net Blocked(x: fm<64xf32[28,28], batch = 2>) -> vec<10xf32, batch = 2> {
         weights "data/blocked.safetensors";
-        let a = conv2d(x, c1: weights<32 -> 3x3xf32 -> 64>, pad = 1, bias = false);
+        let a = conv2d(x, c1: weights<64 -> 3x3xf32 -> 64>, pad = 1, bias = false);
         let a = batch_norm(a, bn1: norm<64xf32>).relu();
         let b = conv2d(a, c2: weights<64 -> 3x3xf32 -> 64>, pad = 1).relu();
         let e = add(conv2d(b, c5: weights<64 -> 3x3xf32 -> 64>, pad = 1), a);
-        let c = add(conv2d(e, c3: weights<64 -> 3x3xf32 -> 32>, pad = 1), x).relu();
-        let d = conv2d(c, c4: weights<32 -> 3x3xf32 -> 64>, stride = 2, pad = 1).relu();
+        let c = add(conv2d(e, c3: weights<64 -> 3x3xf32 -> 64>, pad = 1), x).relu();
+        let d = conv2d(c, c4: weights<64 -> 3x3xf32 -> 64>, stride = 2, pad = 1).relu();
         dense(flatten(global_avg_pool(d)), head: weights<64 -> 10>)
     }
 }

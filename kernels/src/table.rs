@@ -88,6 +88,10 @@ pub struct Kernels {
     /// [`crate::nchwc::conv2d`]: a convolution in the blocked channel layout (input, residual
     /// and output NCHW16c, weights packed by [`crate::nchwc::pack_weights`]).
     pub conv2d_nchwc: NchwcConvFn,
+    /// [`crate::nchwc::to_blocked`]: an NCHW tensor `[n, c, h, w]` into NCHW16c.
+    pub to_blocked: ConvertFn,
+    /// [`crate::nchwc::from_blocked`]: an NCHW16c tensor back into NCHW.
+    pub from_blocked: ConvertFn,
     /// Whether models run their blocked-layout plan on this table: the compiler plans a
     /// network twice when some of its convolutions gain from NCHW16c (once all NCHW, once with
     /// those convolutions blocked), and generated code runs the blocked one where this is set.
@@ -134,6 +138,10 @@ pub type ConvParFn =
 /// activation and output.
 pub type NchwcConvFn =
     fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Option<&[f32]>, Activation, &mut [f32]);
+
+/// [`Kernels::to_blocked`] and [`Kernels::from_blocked`]: `n, c, h, w`, the source and the
+/// destination.
+pub type ConvertFn = fn(usize, usize, usize, usize, &[f32], &mut [f32]);
 
 /// [`ParEntries::conv2d_nchwc`]: [`NchwcConvFn`]'s arguments after the [`Parallel`].
 #[allow(clippy::type_complexity)] // The entry's signature, spelled out.
@@ -295,6 +303,8 @@ pub const PORTABLE: Kernels = {
         conv2d_res: p::conv2d_res,
         conv2d_winograd: p::winograd::conv2d,
         conv2d_nchwc: crate::nchwc::conv2d,
+        to_blocked: crate::nchwc::to_blocked,
+        from_blocked: crate::nchwc::from_blocked,
         blocked: false,
         dense: p::dense,
         unary: p::unary,

@@ -9,7 +9,7 @@
 
 mod common;
 
-use kiln_kernels::nchwc::{blocked_len, pack_weights, packed_weight_len, to_blocked};
+use kiln_kernels::nchwc::{blocked_len, from_blocked, pack_weights, packed_weight_len, to_blocked};
 use kiln_kernels::{Activation, Conv2d, PORTABLE};
 use proptest::prelude::*;
 
@@ -121,6 +121,84 @@ proptest! {
         seed in any::<u32>(),
     ) {
         check(batch, c_in, c_out, hw, k, stride, pad, with_bias, with_res, ACTS[act], seed)?;
+    }
+}
+
+/// Every ISA's converters against the portable ones: exactly the same floats (they only move
+/// them), the padding channels zeroed by `to_blocked` and ignored by `from_blocked` (the
+/// blocked source has NaN there), nothing written past the end; planes whose pixel counts
+/// leave partial vectors, partial last blocks, two images.
+fn check_converters(
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    seed: u32,
+) -> Result<(), TestCaseError> {
+    let mut rng = common::Rng::new(seed);
+    let nchw = data(n * c * h * w, &mut rng);
+    let len = blocked_len(n, c, h, w);
+    let mut want = vec![7.0f32; len + 1];
+    to_blocked(n, c, h, w, &nchw, &mut want);
+    // A blocked tensor with NaN in its padding channels, for `from_blocked`.
+    let mut blocked = want.clone();
+    let plane = h * w;
+    for (i, v) in blocked[..len].iter_mut().enumerate() {
+        let ch = (i / (plane * 16)) % c.div_ceil(16) * 16 + i % 16;
+        if ch >= c {
+            *v = f32::NAN;
+        }
+    }
+    let mut back_want = vec![7.0f32; nchw.len() + 1];
+    from_blocked(n, c, h, w, &blocked, &mut back_want);
+    prop_assert!(back_want[..nchw.len()] == nchw[..]);
+    for kt in common::isas("nchwc_converters") {
+        let mut got = vec![7.0f32; len + 1];
+        (kt.to_blocked)(n, c, h, w, &nchw, &mut got);
+        prop_assert!(
+            got == want,
+            "{:?} to_blocked {}x{}x{}x{}",
+            kt.isa,
+            n,
+            c,
+            h,
+            w
+        );
+        let mut back = vec![7.0f32; nchw.len() + 1];
+        (kt.from_blocked)(n, c, h, w, &blocked, &mut back);
+        prop_assert!(
+            back == back_want,
+            "{:?} from_blocked {}x{}x{}x{}",
+            kt.isa,
+            n,
+            c,
+            h,
+            w
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn converters_match_portable(
+        n in 1..=2usize,
+        c in 0..=50usize,
+        h in 0..=20usize,
+        w in 1..=20usize,
+        seed in any::<u32>(),
+    ) {
+        check_converters(n, c, h, w, seed)?;
+    }
+}
+
+/// The converters on maps of whole and partial vectors at the sizes networks have.
+#[test]
+fn converters_on_network_maps() {
+    for (c, hw) in [(64, 56), (128, 28), (256, 14), (48, 7), (32, 8), (16, 4)] {
+        check_converters(1, c, hw, hw, 5).unwrap();
     }
 }
 

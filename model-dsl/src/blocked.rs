@@ -12,8 +12,8 @@
 //! **Which convolutions.** Those the kernel bench measured faster blocked than NCHW on
 //! AVX-512 (`resnet50/nchwc`, `blocked_over_nchw`, docs/performance.md): 2-D, one group, no
 //! dilation, run on the GEMM (pointwise or im2col; kiln's Winograd layers beat onnxruntime in
-//! NCHW and stay there), channels in whole blocks of 16 (no padded lanes computed), a kernel
-//! larger than 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too
+//! NCHW and stay there), channels in whole blocks of 16 (no padded lanes computed) and at
+//! least four output blocks (the kernel's step), a kernel larger than 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too
 //! little to pay for their conversions, see [`pays`]) — and of those, the ones whose gain
 //! outweighs the conversions at the edges of their region ([`choose`]: a static estimate in
 //! multiply-adds, greedy).
@@ -75,7 +75,11 @@ fn pays(g: &Graph, i: usize) -> bool {
     // DenseNet-121's 1.2-1.36x, the strided 256 -> 512 1.19x; per layer, two builds' servers
     // in turns, Intel Xeon 207). They come back with a blocked Winograd and blocked
     // concatenations.
-    whole(x.channels()) && whole(y.channels()) && taps > 1 && pixels >= MIN_PIXELS
+    // Fewer than four output blocks leave the kernel's four-block steps part empty:
+    // DenseNet-121's 128 -> 32 3x3 layers ran 1.2-1.35x slower blocked (per layer, Intel
+    // Xeon 207, conversions included).
+    let full_group = y.channels() >= nchwc::GROUP * nchwc::BLOCK;
+    whole(x.channels()) && whole(y.channels()) && full_group && taps > 1 && pixels >= MIN_PIXELS
 }
 
 /// The share of a convolution's time the blocked kernel saves where [`pays`] says it gains
@@ -89,12 +93,13 @@ fn saved_share(stride: &[usize]) -> f64 {
     }
 }
 
-/// What converting one float between the layouts costs, in multiply-adds of a convolution
-/// (`nchwc::to_blocked`/`from_blocked` move about one float per 2 cycles on the Intel Xeon
-/// where the AVX-512 convolutions do 20-28 multiply-adds per cycle; per layer in ResNet-50,
-/// a 64 -> 256 1x1 at 56x56 that converted its 200 K-float input was 1.07-1.25x slower
-/// blocked).
-const CONVERSION_FMAS: f64 = 48.0;
+/// What converting one float between the layouts costs, in multiply-adds of a convolution.
+/// The table's converters (`Kernels::to_blocked`/`from_blocked`, in-register transposes on
+/// x86) take 0.17-0.30 ns a float into the blocked layout and 0.32-0.45 ns out of it on the
+/// Intel Xeon (maps of 14x14 to 56x56, in cache), where the AVX-512 convolutions do about 70
+/// G multiply-adds a second: 12-32 multiply-adds a float. (The portable converters, 0.45-0.55
+/// ns, were charged 48.)
+const CONVERSION_FMAS: f64 = 24.0;
 
 /// The blocked convolutions of `g` and its blocked values, or `None` if no convolution gains.
 ///

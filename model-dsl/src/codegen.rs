@@ -255,7 +255,6 @@ impl Model<'_> {
         let b = self
             .blocked
             .expect("only the blocked plan has blocked convolutions");
-        let k = quote! { ::kiln::__private::kernels };
         let op = &self.graph.ops[i];
         let geom = self.conv_geom(i);
         let w = range(self.params.nchwc[i].expect("layout packs blocked convolutions' weights"));
@@ -280,7 +279,7 @@ impl Model<'_> {
             let d = dims(data[0]);
             code.extend(quote! {
                 let (__xb, __rest) = __rest.split_at_mut(#x_len);
-                #k::nchwc::to_blocked(#d, #x, __xb);
+                (__k.to_blocked)(#d, #x, __xb);
             });
             quote! { &*__xb }
         } else {
@@ -291,7 +290,7 @@ impl Model<'_> {
                 let d = dims(data[1]);
                 code.extend(quote! {
                     let (__rb, __rest) = __rest.split_at_mut(#r_len);
-                    #k::nchwc::to_blocked(#d, #r, __rb);
+                    (__k.to_blocked)(#d, #r, __rb);
                 });
                 quote! { ::core::option::Option::Some(&*__rb) }
             }
@@ -303,7 +302,7 @@ impl Model<'_> {
             code.extend(quote! {
                 let (__yb, _) = __rest.split_at_mut(#y_len);
                 __k.conv2d_nchwc_on(__par, &#geom, #x, &__params[#w], #bias, #r, #act, __yb);
-                #k::nchwc::from_blocked(#d, __yb, out);
+                (__k.from_blocked)(#d, __yb, out);
             });
         } else {
             code.extend(quote! {

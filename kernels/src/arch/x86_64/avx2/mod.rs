@@ -3,7 +3,7 @@
 //!
 //! The entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
 //! justified by that detection. GEMM and conv2d are this folder's own files; depthwise,
-//! element-wise, norm and pool are the generic kernels of `x86_64/simd`, whose entries
+//! element-wise, norm, pool and the blocked layout's converters are the generic kernels of `x86_64/simd`, whose entries
 //! [`simd_families!`](crate::arch::x86_64::simd::simd_families) defines.
 
 pub(super) mod blis;
@@ -28,6 +28,8 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
     k.conv2d_nchwc = conv2d_nchwc;
+    k.to_blocked = convert::to_blocked;
+    k.from_blocked = convert::from_blocked;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
         conv2d: conv::conv2d_par,

@@ -3,7 +3,7 @@
 //!
 //! The entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
 //! justified by that detection. GEMM and conv2d are this folder's own files; depthwise,
-//! element-wise, norm and pool are the generic kernels of `x86_64/simd`, whose entries
+//! element-wise, norm, pool and the blocked layout's converters are the generic kernels of `x86_64/simd`, whose entries
 //! [`simd_families!`](crate::arch::x86_64::simd::simd_families) defines.
 
 mod conv;
@@ -21,6 +21,8 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
     k.conv2d_nchwc = conv2d_nchwc;
+    k.to_blocked = convert::to_blocked;
+    k.from_blocked = convert::from_blocked;
     // Blocked over NCHW on the layers the compiler blocks: median 1.00, 1.0-1.6 on 56x56 and
     // 28x28 maps (Intel Xeon 207, docs/performance.md); AVX2's one block by six pixels is
     // slower than its GEMM (median 0.82), so only this table runs the blocked plans.

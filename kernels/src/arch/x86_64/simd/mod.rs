@@ -9,6 +9,7 @@
 //! ones with 16 lanes: the tests that run the AVX2 path on a machine without AVX-512 exercise
 //! all of their logic but the per-instruction mapping in [`vector`].
 
+pub(crate) mod convert;
 pub(crate) mod depthwise;
 pub(crate) mod depthwise_inplace;
 pub(crate) mod depthwise_lanes;
@@ -132,6 +133,23 @@ macro_rules! simd_families {
                     act: Activation,
                     out: &mut [f32],
                 ) -> bool => stem::conv2d;
+            }
+        }
+
+        /// The blocked layout's converters: [`crate::arch::x86_64::simd::convert`] with this
+        /// ISA's features.
+        pub(super) mod convert {
+            use crate::arch::x86_64::simd::{convert, isa_entries, vector::$token};
+
+            isa_entries! {
+                features: $features,
+                token: $token;
+                /// [`crate::nchwc::to_blocked`].
+                fn to_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut [f32])
+                    => convert::to_blocked;
+                /// [`crate::nchwc::from_blocked`].
+                fn from_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut [f32])
+                    => convert::from_blocked;
             }
         }
 
