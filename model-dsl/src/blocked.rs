@@ -13,10 +13,10 @@
 //! AVX-512 (`resnet50/nchwc`, `blocked_over_nchw`, docs/performance.md): 2-D, one group, no
 //! dilation, run on the GEMM (pointwise or im2col; kiln's Winograd layers beat onnxruntime in
 //! NCHW and stay there), channels in whole blocks of 16 (no padded lanes computed) and at
-//! least four output blocks (the kernel's step), a kernel larger than 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too
-//! little to pay for their conversions, see [`pays`]) — and of those, the ones whose gain
-//! outweighs the conversions at the edges of their region ([`choose`]: a static estimate in
-//! multiply-adds, greedy).
+//! least four output blocks (the kernel's step), a kernel larger than 1x1 and an output of at
+//! least 14x14 pixels (1.05-1.6x; 1x1 layers gain too little to pay for their conversions,
+//! see [`pays`]) — and of those, the ones whose gain outweighs the conversions at the edges
+//! of their region ([`choose`]: a static estimate in multiply-adds, greedy).
 //!
 //! **Which values.** A value is stored blocked when its producer is a blocked convolution and
 //! every reader is one too (as its input or its residual), and it is not an output. Every
@@ -76,8 +76,8 @@ fn pays(g: &Graph, i: usize) -> bool {
     // in turns, Intel Xeon 207). They come back with a blocked Winograd and blocked
     // concatenations.
     // Fewer than four output blocks leave the kernel's four-block steps part empty:
-    // DenseNet-121's 128 -> 32 3x3 layers ran 1.2-1.35x slower blocked (per layer, Intel
-    // Xeon 207, conversions included).
+    // DenseNet-121's 128 -> 32 3x3 layers ran 1.25-1.36x slower blocked at 28x28 and
+    // 1.01-1.22x at 14x14 (per layer, Intel Xeon 207, conversions included).
     let full_group = y.channels() >= nchwc::GROUP * nchwc::BLOCK;
     whole(x.channels()) && whole(y.channels()) && full_group && taps > 1 && pixels >= MIN_PIXELS
 }

@@ -3,8 +3,9 @@
 //!
 //! The entry points are safe functions whose `unsafe` calls into `#[target_feature]` code are
 //! justified by that detection. GEMM and conv2d are this folder's own files; depthwise,
-//! element-wise, norm, pool and the blocked layout's converters are the generic kernels of `x86_64/simd`, whose entries
-//! [`simd_families!`](crate::arch::x86_64::simd::simd_families) defines.
+//! element-wise, norm, pool and the blocked layout's converters are the generic kernels of
+//! `x86_64/simd`, whose entries [`simd_families!`](crate::arch::x86_64::simd::simd_families)
+//! defines.
 
 mod conv;
 mod gemm;

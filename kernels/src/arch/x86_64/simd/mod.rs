@@ -145,11 +145,23 @@ macro_rules! simd_families {
                 features: $features,
                 token: $token;
                 /// [`crate::nchwc::to_blocked`].
-                fn to_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut [f32])
-                    => convert::to_blocked;
+                fn to_blocked(
+                    n: usize,
+                    c: usize,
+                    h: usize,
+                    w: usize,
+                    src: &[f32],
+                    dst: &mut [f32],
+                ) => convert::to_blocked;
                 /// [`crate::nchwc::from_blocked`].
-                fn from_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut [f32])
-                    => convert::from_blocked;
+                fn from_blocked(
+                    n: usize,
+                    c: usize,
+                    h: usize,
+                    w: usize,
+                    src: &[f32],
+                    dst: &mut [f32],
+                ) => convert::from_blocked;
             }
         }
 
