@@ -47,14 +47,22 @@ pub const fn packed_weight_len(c_out: usize, c_in: usize, kh: usize, kw: usize) 
 /// a plane apart, and converting a 56x56x64 map cost more than a convolution gains.)
 const TILE: usize = 16;
 
+/// The converters' contract, shared by every table's pair: the NCHW side (`nchw` floats) holds
+/// `[n, c, h, w]` (the product not overflowing) and the blocked side (`blocked` floats) its
+/// [`blocked_len`]. Panics, naming the converter `name`, if not.
+#[track_caller]
+pub(crate) fn check_conversion([n, c, h, w]: [usize; 4], nchw: usize, blocked: usize, name: &str) {
+    assert!(
+        holds(nchw, &[n, c, h, w]) && blocked >= blocked_len(n, c, h, w),
+        "nchwc::{name}: short slice"
+    );
+}
+
 /// NCHW `src` (`[n, c, h, w]`) into NCHW16c `dst` ([`blocked_len`]), the padding channels
 /// zeroed.
 pub fn to_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut [f32]) {
     let plane = h * w;
-    assert!(
-        holds(src.len(), &[n, c, h, w]) && dst.len() >= blocked_len(n, c, h, w),
-        "nchwc::to_blocked: short slice"
-    );
+    check_conversion([n, c, h, w], src.len(), dst.len(), "to_blocked");
     if blocked_len(n, c, h, w) == 0 {
         return;
     }
@@ -85,10 +93,7 @@ pub fn to_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut
 /// channels dropped.
 pub fn from_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &mut [f32]) {
     let plane = h * w;
-    assert!(
-        src.len() >= blocked_len(n, c, h, w) && holds(dst.len(), &[n, c, h, w]),
-        "nchwc::from_blocked: short slice"
-    );
+    check_conversion([n, c, h, w], dst.len(), src.len(), "from_blocked");
     if blocked_len(n, c, h, w) == 0 {
         return;
     }

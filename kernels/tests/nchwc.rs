@@ -124,8 +124,8 @@ proptest! {
     }
 }
 
-/// Every ISA's converters against the portable ones: exactly the same floats (they only move
-/// them), the padding channels zeroed by `to_blocked` and ignored by `from_blocked` (the
+/// Every ISA's converters against the portable ones (which the crate's unit tests check
+/// against the layout's index formula): exactly the same floats (they only move them), the padding channels zeroed by `to_blocked` and ignored by `from_blocked` (the
 /// blocked source has NaN there), nothing written past the end; planes whose pixel counts
 /// leave partial vectors, partial last blocks, two images.
 fn check_converters(

@@ -20,8 +20,7 @@
 //! transpose is 64 shuffles for 256 floats, with every load and store a whole vector.
 
 use super::vector::Simd;
-use crate::len::holds;
-use crate::nchwc::{blocked_len, blocks, BLOCK};
+use crate::nchwc::{blocks, check_conversion, BLOCK};
 
 /// [`crate::nchwc::to_blocked`]: NCHW `src` (`[n, c, h, w]`) into NCHW16c `dst`, the padding
 /// channels zeroed.
@@ -38,10 +37,7 @@ pub(crate) fn to_blocked<S: Simd>(
     dst: &mut [f32],
 ) {
     let plane = h * w;
-    assert!(
-        holds(src.len(), &[n, c, h, w]) && dst.len() >= blocked_len(n, c, h, w),
-        "nchwc::to_blocked: short slice"
-    );
+    check_conversion([n, c, h, w], src.len(), dst.len(), "to_blocked");
     let l = S::LANES;
     debug_assert!(BLOCK.is_multiple_of(l) && l <= BLOCK);
     for i in 0..n {
@@ -91,10 +87,7 @@ pub(crate) fn from_blocked<S: Simd>(
     dst: &mut [f32],
 ) {
     let plane = h * w;
-    assert!(
-        src.len() >= blocked_len(n, c, h, w) && holds(dst.len(), &[n, c, h, w]),
-        "nchwc::from_blocked: short slice"
-    );
+    check_conversion([n, c, h, w], dst.len(), src.len(), "from_blocked");
     let l = S::LANES;
     debug_assert!(BLOCK.is_multiple_of(l) && l <= BLOCK);
     for i in 0..n {
