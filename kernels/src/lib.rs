@@ -88,7 +88,7 @@ pub use params::{
 pub use split::{DEPTHWISE_SCRATCH_SLOTS, MIN_PARALLEL_ELEMENTS};
 pub use table::{
     best, detect, for_isa, ConvParFn, ConvResFn, ConvResParFn, Isa, Kernels, NchwcConvFn,
-    ParEntries, PORTABLE,
+    NchwcWinogradFn, NchwcWinogradParFn, ParEntries, PORTABLE,
 };
 
 /// Winograd F(4x4, 3x3) convolution: the load-time filter transform and the portable kernel

@@ -117,6 +117,14 @@ pub fn from_blocked(n: usize, c: usize, h: usize, w: usize, src: &[f32], dst: &m
     }
 }
 
+/// Winograd F(4x4, 3x3) in this layout: the load-time filter transform, the scratch it needs
+/// and the portable kernel (the table's `conv2d_nchwc_winograd` is each ISA's version).
+pub mod winograd {
+    pub use crate::arch::portable::winograd_nchwc::{
+        conv2d, filter_len, scratch_len, transform_filter,
+    };
+}
+
 /// Output blocks whose packed weights are interleaved ([`pack_weights`]).
 pub const GROUP: usize = 4;
 

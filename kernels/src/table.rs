@@ -88,6 +88,9 @@ pub struct Kernels {
     /// [`crate::nchwc::conv2d`]: a convolution in the blocked channel layout (input, residual
     /// and output NCHW16c, weights packed by [`crate::nchwc::pack_weights`]).
     pub conv2d_nchwc: NchwcConvFn,
+    /// [`crate::nchwc::winograd::conv2d`]: a 3x3 stride-1 convolution in the blocked layout
+    /// through Winograd F(4x4, 3x3), weights through `nchwc::winograd::transform_filter`.
+    pub conv2d_nchwc_winograd: NchwcWinogradFn,
     /// [`crate::nchwc::to_blocked`]: an NCHW tensor `[n, c, h, w]` into NCHW16c.
     pub to_blocked: ConvertFn,
     /// [`crate::nchwc::from_blocked`]: an NCHW16c tensor back into NCHW.
@@ -128,11 +131,31 @@ pub struct ParEntries {
     pub conv2d_res: ConvResParFn,
     pub conv2d_winograd: ConvParFn,
     pub conv2d_nchwc: NchwcParFn,
+    pub conv2d_nchwc_winograd: NchwcWinogradParFn,
 }
 
 /// A convolution entry with threads: `conv2d`'s arguments after the [`Parallel`].
 pub type ConvParFn =
     fn(&dyn Parallel, &Conv2d, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32], &mut [f32]);
+
+/// [`Kernels::conv2d_nchwc_winograd`]: the parameters, input, transformed weights, bias,
+/// residual, activation, scratch and output.
+pub type NchwcWinogradFn =
+    fn(&Conv2d, &[f32], &[f32], Option<&[f32]>, Option<&[f32]>, Activation, &mut [f32], &mut [f32]);
+
+/// [`ParEntries::conv2d_nchwc_winograd`]: [`NchwcWinogradFn`]'s arguments after the
+/// [`Parallel`].
+pub type NchwcWinogradParFn = fn(
+    &dyn Parallel,
+    &Conv2d,
+    &[f32],
+    &[f32],
+    Option<&[f32]>,
+    Option<&[f32]>,
+    Activation,
+    &mut [f32],
+    &mut [f32],
+);
 
 /// [`Kernels::conv2d_nchwc`]: the parameters, input, packed weights, bias, residual,
 /// activation and output.
@@ -290,6 +313,30 @@ impl Kernels {
             _ => (self.conv2d_nchwc)(p, input, weight, bias, residual, act, out),
         }
     }
+
+    /// `conv2d_nchwc_winograd` on `par`'s threads where this table can split it, else on the
+    /// calling thread.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2d_nchwc_winograd_on(
+        &self,
+        par: &dyn Parallel,
+        p: &Conv2d,
+        input: &[f32],
+        u: &[f32],
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        act: Activation,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        match self.par {
+            Some(e) if par.threads() > 1 => {
+                (e.conv2d_nchwc_winograd)(par, p, input, u, bias, residual, act, scratch, out)
+            }
+            _ => (self.conv2d_nchwc_winograd)(p, input, u, bias, residual, act, scratch, out),
+        }
+    }
 }
 
 /// The portable reference kernels.
@@ -303,6 +350,7 @@ pub const PORTABLE: Kernels = {
         conv2d_res: p::conv2d_res,
         conv2d_winograd: p::winograd::conv2d,
         conv2d_nchwc: crate::nchwc::conv2d,
+        conv2d_nchwc_winograd: crate::nchwc::winograd::conv2d,
         to_blocked: crate::nchwc::to_blocked,
         from_blocked: crate::nchwc::from_blocked,
         blocked: false,

@@ -9,7 +9,9 @@
 
 mod common;
 
-use kiln_kernels::nchwc::{blocked_len, from_blocked, pack_weights, packed_weight_len, to_blocked};
+use kiln_kernels::nchwc::{
+    blocked_len, from_blocked, pack_weights, packed_weight_len, to_blocked, winograd,
+};
 use kiln_kernels::{Activation, Conv2d, PORTABLE};
 use proptest::prelude::*;
 
@@ -121,6 +123,110 @@ proptest! {
         seed in any::<u32>(),
     ) {
         check(batch, c_in, c_out, hw, k, stride, pad, with_bias, with_res, ACTS[act], seed)?;
+    }
+}
+
+/// The blocked Winograd convolution (`nchwc::winograd`, 3x3 stride 1) of the portable table
+/// and of every ISA against the direct blocked reference: the output within a relative 1e-4
+/// of the largest |output| (Winograd's transforms round differently), padding channels
+/// included; one float past the output must survive.
+#[allow(clippy::too_many_arguments)]
+fn check_winograd(
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    [h, w]: [usize; 2],
+    pad: [usize; 4],
+    with_bias: bool,
+    with_res: bool,
+    act: Activation,
+    seed: u32,
+) -> Result<(), TestCaseError> {
+    let (ph, pw) = (h + pad[0] + pad[2], w + pad[1] + pad[3]);
+    if ph < 3 || pw < 3 {
+        return Ok(());
+    }
+    let p = Conv2d {
+        batch,
+        c_in,
+        h,
+        w,
+        c_out,
+        kh: 3,
+        kw: 3,
+        stride: [1, 1],
+        dilation: [1, 1],
+        pad,
+        groups: 1,
+        out_h: ph - 2,
+        out_w: pw - 2,
+    };
+    let mut rng = common::Rng::new(seed);
+    let mut input = vec![0.0; blocked_len(batch, c_in, h, w)];
+    to_blocked(
+        batch,
+        c_in,
+        h,
+        w,
+        &data(batch * c_in * h * w, &mut rng),
+        &mut input,
+    );
+    let weight = data(c_out * c_in * 9, &mut rng);
+    let mut packed = vec![f32::NAN; packed_weight_len(c_out, c_in, 3, 3)];
+    pack_weights(c_out, c_in, 3, 3, &weight, &mut packed);
+    let mut u = vec![f32::NAN; winograd::filter_len(c_out, c_in)];
+    winograd::transform_filter(c_out, c_in, &weight, &mut u);
+    let bias = data(c_out, &mut rng);
+    let bias = with_bias.then_some(&bias[..]);
+    let out_len = blocked_len(batch, c_out, p.out_h, p.out_w);
+    let mut res = vec![0.0; out_len];
+    let res_nchw = data(batch * c_out * p.out_h * p.out_w, &mut rng);
+    to_blocked(batch, c_out, p.out_h, p.out_w, &res_nchw, &mut res);
+    let res = with_res.then_some(&res[..]);
+    let mut want = vec![7.0f32; out_len + 1];
+    (PORTABLE.conv2d_nchwc)(&p, &input, &packed, bias, res, act, &mut want);
+    let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    let mut tables = vec![PORTABLE];
+    tables.extend(common::isas("conv2d_nchwc_winograd"));
+    for kt in tables {
+        let mut scratch = vec![f32::NAN; winograd::scratch_len(&p)];
+        let mut got = vec![7.0f32; out_len + 1];
+        (kt.conv2d_nchwc_winograd)(&p, &input, &u, bias, res, act, &mut scratch, &mut got);
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            prop_assert!(
+                (g - w).abs() <= 1e-4 * scale,
+                "{:?} {:?} bias {} residual {} {:?}: [{}] got {} want {}",
+                kt.isa,
+                p,
+                with_bias,
+                with_res,
+                act,
+                i,
+                g,
+                w
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    #[test]
+    fn winograd_matches_direct(
+        batch in 1..=2usize,
+        c_in in 1..=40usize,
+        c_out in 1..=70usize,
+        // Partial tiles at the right and bottom edges; maps of one tile and of several rows.
+        hw in prop_oneof![[1..=13usize, 1..=13usize], [14..=30usize, 14..=30usize]],
+        pad in prop_oneof![Just([1; 4]), Just([0; 4]), [0..=2usize, 0..=2usize, 0..=2usize, 0..=2usize]],
+        with_bias in any::<bool>(),
+        with_res in any::<bool>(),
+        act in 0..ACTS.len(),
+        seed in any::<u32>(),
+    ) {
+        check_winograd(batch, c_in, c_out, hw, pad, with_bias, with_res, ACTS[act], seed)?;
     }
 }
 

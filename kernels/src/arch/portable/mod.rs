@@ -17,6 +17,7 @@ mod pool;
 mod reduce;
 mod shape;
 pub(crate) mod winograd; // `conv2d_with`, for every ISA's entry with its own GEMM.
+pub(crate) mod winograd_nchwc; // Likewise, in the blocked layout.
 
 pub use conv::{conv2d, conv2d_res};
 pub use conv_nd::{avg_pool3d, conv3d, max_pool3d};

@@ -219,18 +219,8 @@ pub fn transform_filter(c_out: usize, c_in: usize, weight: &[f32], out: &mut [f3
             .chunks_exact(9)
             .enumerate()
         {
-            // G g (6x3), then (G g) Gᵀ (6x6), in f64 so the filter adds no rounding of its own.
-            let mut gg = [[0f64; 3]; ALPHA];
-            for col in 0..3 {
-                let c = filter_points([g[col], g[3 + col], g[6 + col]].map(f64::from));
-                for (r, v) in c.into_iter().enumerate() {
-                    gg[r][col] = v;
-                }
-            }
-            for (r, row) in gg.iter().enumerate() {
-                for (c, v) in filter_points(*row).into_iter().enumerate() {
-                    block[r * ALPHA + c][q] = v as f32;
-                }
+            for (xi, v) in filter_tile(g).into_iter().enumerate() {
+                block[xi][q] = v;
             }
         }
         for (xi, row) in block.iter().enumerate() {
@@ -238,6 +228,25 @@ pub fn transform_filter(c_out: usize, c_in: usize, weight: &[f32], out: &mut [f3
         }
         first += n;
     }
+}
+
+/// `U = G g Gᵀ` of one 3x3 filter `g` (row-major), point `ξ = 6 r + c` at index `ξ`: `G g`
+/// (6x3), then `(G g) Gᵀ` (6x6), in f64 so that the filter adds no rounding of its own.
+pub(crate) fn filter_tile(g: &[f32]) -> [f32; POINTS] {
+    let mut gg = [[0f64; 3]; ALPHA];
+    for col in 0..3 {
+        let c = filter_points([g[col], g[3 + col], g[6 + col]].map(f64::from));
+        for (r, v) in c.into_iter().enumerate() {
+            gg[r][col] = v;
+        }
+    }
+    let mut u = [0f32; POINTS];
+    for (r, row) in gg.iter().enumerate() {
+        for (c, v) in filter_points(*row).into_iter().enumerate() {
+            u[r * ALPHA + c] = v as f32;
+        }
+    }
+    u
 }
 
 /// Filters transformed per block by [`transform_filter`].

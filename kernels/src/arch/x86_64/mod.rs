@@ -327,6 +327,98 @@ macro_rules! winograd_entry {
     };
 }
 
+/// `conv2d_nchwc_winograd` for one x86 table: the portable blocked Winograd convolution
+/// ([`crate::nchwc::winograd::conv2d`]) compiled with the ISA's target features and its GEMM,
+/// as [`winograd_entry`] does for the NCHW one; defines the serial entry and the threaded one.
+macro_rules! winograd_nchwc_entry {
+    ($features:literal, $gemm:path) => {
+        /// Blocked Winograd convolution; see [`crate::nchwc::winograd::conv2d`].
+        #[allow(clippy::too_many_arguments)] // The table entry's contract.
+        pub(crate) fn conv2d_nchwc_winograd(
+            p: &crate::Conv2d,
+            input: &[f32],
+            u: &[f32],
+            bias: Option<&[f32]>,
+            residual: Option<&[f32]>,
+            act: crate::Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            conv2d_nchwc_winograd_par(
+                &crate::par::Serial,
+                p,
+                input,
+                u,
+                bias,
+                residual,
+                act,
+                scratch,
+                out,
+            );
+        }
+
+        /// [`conv2d_nchwc_winograd`] with each block's steps split among `par`'s threads.
+        #[allow(clippy::too_many_arguments)] // The table entry's contract plus the threads.
+        pub(crate) fn conv2d_nchwc_winograd_par(
+            par: &dyn crate::par::Parallel,
+            p: &crate::Conv2d,
+            input: &[f32],
+            u: &[f32],
+            bias: Option<&[f32]>,
+            residual: Option<&[f32]>,
+            act: crate::Activation,
+            scratch: &mut [f32],
+            out: &mut [f32],
+        ) {
+            use crate::arch::portable::winograd_nchwc::{
+                block_task, conv2d_with, Block, Compiled, Step,
+            };
+
+            /// A block's tasks compiled for this ISA.
+            struct Isa;
+
+            impl Compiled for Isa {
+                #[inline(always)]
+                unsafe fn task(b: &Block<'_>, step: Step, i: usize) {
+                    // SAFETY: forwarded from the caller (the features, one run per task).
+                    unsafe { task(b, step, i) }
+                }
+            }
+
+            /// # Safety
+            ///
+            /// The target features named above are available; as for `block_task`.
+            #[target_feature(enable = $features)]
+            unsafe fn task(b: &Block<'_>, step: Step, i: usize) {
+                // SAFETY: forwarded from the caller.
+                unsafe { block_task(b, step, i) }
+            }
+
+            /// # Safety
+            ///
+            /// The target features named above are available.
+            #[allow(clippy::too_many_arguments)]
+            #[target_feature(enable = $features)]
+            unsafe fn compiled(
+                par: &dyn crate::par::Parallel,
+                p: &crate::Conv2d,
+                input: &[f32],
+                u: &[f32],
+                bias: Option<&[f32]>,
+                residual: Option<&[f32]>,
+                act: crate::Activation,
+                scratch: &mut [f32],
+                out: &mut [f32],
+            ) {
+                conv2d_with::<Isa>($gemm, par, p, input, u, bias, residual, act, scratch, out);
+            }
+            // SAFETY: only reachable through a table built after detecting these features
+            // (crate::table).
+            unsafe { compiled(par, p, input, u, bias, residual, act, scratch, out) }
+        }
+    };
+}
+
 pub mod avx2;
 pub mod avx512;
 mod cache;

@@ -33,3 +33,5 @@ use crate::{Activation, Conv2d};
 conv_entries!(Avx2, "avx2,fma");
 
 winograd_entry!("avx2,fma", super::gemm::gemm);
+
+winograd_nchwc_entry!("avx2,fma", super::gemm::gemm);

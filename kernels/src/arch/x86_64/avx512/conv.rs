@@ -17,6 +17,8 @@ conv_entries!(Avx512, "avx512f,avx2,fma");
 
 winograd_entry!("avx512f,avx2,fma", super::gemm::gemm);
 
+winograd_nchwc_entry!("avx512f,avx2,fma", super::gemm::gemm);
+
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::{Avx512, NR};

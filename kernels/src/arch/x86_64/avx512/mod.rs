@@ -22,6 +22,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d_res = conv::conv2d_res;
     k.conv2d_winograd = conv::conv2d_winograd;
     k.conv2d_nchwc = conv2d_nchwc;
+    k.conv2d_nchwc_winograd = conv::conv2d_nchwc_winograd;
     k.to_blocked = convert::to_blocked;
     k.from_blocked = convert::from_blocked;
     // Blocked over NCHW on the layers the compiler blocks: median 1.00, 1.0-1.6 on 56x56 and
@@ -34,6 +35,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
         conv2d_res: conv::conv2d_res_par,
         conv2d_winograd: conv::conv2d_winograd_par,
         conv2d_nchwc: conv2d_nchwc_par,
+        conv2d_nchwc_winograd: conv::conv2d_nchwc_winograd_par,
     });
     k.weights = crate::pack::WeightLayout::DepthBlocked;
     k.unary = eltwise::unary;
