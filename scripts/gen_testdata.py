@@ -482,8 +482,9 @@ def build_blocked():
     kernel table says so (3x3 convolutions through im2col on 28x28 maps, channels in whole
     blocks of 16 and at least four blocks out, a batch of two): values stored blocked between
     convolutions, a residual stored blocked (`a`) and one converted from the model's input
-    (`x`), the input converted on the way in and a stride-2 result converted back for the
-    pool."""
+    (`x`), the input converted on the way in, a stride-2 result converted back for the
+    pool, and a 64 -> 32 3x3 layer that runs through the blocked Winograd convolution (fewer
+    than four output blocks), its result converted back for the other pool."""
     p = Params(seed=1006)
     p.conv("c1", 64, 64, 3, 3, bias=False)
     p.batch_norm("bn1", 64)
@@ -491,7 +492,8 @@ def build_blocked():
     p.conv("c5", 64, 64, 3, 3, bias=True)
     p.conv("c3", 64, 64, 3, 3, bias=True)
     p.conv("c4", 64, 64, 3, 3, bias=True)
-    p.dense("head", 64, 10)
+    p.conv("c8", 32, 64, 3, 3, bias=True)
+    p.dense("head", 96, 10)
     x = p.input((2, 64, 28, 28))
 
     g = Graph(p)
@@ -501,7 +503,9 @@ def build_blocked():
     e = g.op("Add", [g.conv(b, "c5", pads=same), a])
     c = g.op("Relu", [g.op("Add", [g.conv(e, "c3", pads=same), "x"])])
     d = g.op("Relu", [g.conv(c, "c4", pads=same, strides=(2, 2))])
-    h = g.op("Flatten", [g.op("GlobalAveragePool", [d])], axis=1)
+    f = g.op("Relu", [g.conv(c, "c8", pads=same)])
+    h = g.op("Concat", [g.op("GlobalAveragePool", [d]), g.op("GlobalAveragePool", [f])], axis=1)
+    h = g.op("Flatten", [h], axis=1)
     h = g.dense(h, "head")
     model = g.model("blocked", x.shape, "x", h, (2, 10))
 
@@ -512,7 +516,9 @@ def build_blocked():
     c = relu(ref_conv(e, p["c3.weight"], p["c3.bias"], pads=same) + x64)
     d = relu(ref_conv(c, p["c4.weight"], p["c4.bias"], pads=same, strides=(2, 2)))
     assert d.shape == (2, 64, 14, 14)
-    h = ref_dense(d.mean(axis=(2, 3)), p, "head")
+    f = relu(ref_conv(c, p["c8.weight"], p["c8.bias"], pads=same))
+    assert f.shape == (2, 32, 28, 28)
+    h = ref_dense(np.concatenate([d.mean(axis=(2, 3)), f.mean(axis=(2, 3))], axis=1), p, "head")
     return model, x, h, p.tensors
 
 

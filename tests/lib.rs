@@ -153,7 +153,8 @@ kiln::network! {
     /// im2col on 28x28 maps, channels in whole blocks of 16, four blocks out, a batch of two):
     /// values stored blocked between convolutions, a residual stored blocked (`a`) and one
     /// converted from the model's input (`x`), the input converted on the way in and the
-    /// stride-2 result on the way out to the pool (see `scripts/gen_testdata.py`).
+    /// stride-2 result on the way out to the pool, and a 64 -> 32 layer through the blocked
+    /// Winograd convolution (see `scripts/gen_testdata.py`).
     pub net Blocked(x: fm<64xf32[28,28], batch = 2>) -> vec<10xf32, batch = 2> {
         weights "data/blocked.safetensors";
         let a = conv2d(x, c1: weights<64 -> 3x3xf32 -> 64>, pad = 1, bias = false);
@@ -162,7 +163,9 @@ kiln::network! {
         let e = add(conv2d(b, c5: weights<64 -> 3x3xf32 -> 64>, pad = 1), a);
         let c = add(conv2d(e, c3: weights<64 -> 3x3xf32 -> 64>, pad = 1), x).relu();
         let d = conv2d(c, c4: weights<64 -> 3x3xf32 -> 64>, stride = 2, pad = 1).relu();
-        dense(flatten(global_avg_pool(d)), head: weights<64 -> 10>)
+        let f = conv2d(c, c8: weights<64 -> 3x3xf32 -> 32>, pad = 1).relu();
+        let h = concat(global_avg_pool(d), global_avg_pool(f));
+        dense(flatten(h), head: weights<96 -> 10>)
     }
 }
 

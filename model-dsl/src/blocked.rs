@@ -27,7 +27,7 @@
 use kiln_kernels::nchwc;
 
 use crate::contract::ConvAlgo;
-use crate::ir::{as_2d, DType, Graph, OpKind, Producer, ValueId};
+use crate::ir::{as_2d, pad_2d, DType, Graph, OpKind, Producer, ValueId};
 
 /// Which convolutions run blocked and which values are stored NCHW16c.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,8 +41,75 @@ pub struct Blocked {
 /// Smallest output map (pixels) on which a convolution is blocked.
 const MIN_PIXELS: usize = 14 * 14;
 
+/// The 2-D geometry of conv op `i` as the kernels take it, if it is a static 2-D f32
+/// convolution over one NCHW map.
+fn conv2d(g: &Graph, i: usize) -> Option<kiln_kernels::Conv2d> {
+    let op = &g.ops[i];
+    let OpKind::Conv {
+        kernel,
+        stride,
+        dilation,
+        pad,
+        groups,
+        ..
+    } = &op.kind
+    else {
+        return None;
+    };
+    let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
+    if kernel.len() != 2 || x.is_dynamic() || y.is_dynamic() || x.dtype != DType::F32 {
+        return None;
+    }
+    let ([h, w], [out_h, out_w]) = (as_2d(x.spatial_dims(), 1), as_2d(y.spatial_dims(), 1));
+    let ([kh, kw], stride, dilation) = (as_2d(kernel, 1), as_2d(stride, 1), as_2d(dilation, 1));
+    Some(kiln_kernels::Conv2d {
+        batch: x.batch(),
+        c_in: x.channels(),
+        h,
+        w,
+        c_out: y.channels(),
+        kh,
+        kw,
+        stride,
+        dilation,
+        pad: pad_2d(pad.resolved()),
+        groups: *groups,
+        out_h,
+        out_w,
+    })
+}
+
+/// Smallest output map (pixels) on which a convolution runs through the blocked Winograd.
+const MIN_WINOGRAD_PIXELS: usize = 28 * 28;
+
+/// Whether conv op `i`, blocked, runs through the blocked Winograd convolution
+/// (`nchwc::winograd`) rather than the direct one: a 3x3 stride-1 layer of whole input and
+/// output blocks with fewer than four output blocks, on a map of at least
+/// [`MIN_WINOGRAD_PIXELS`]. Those are the layers whose NCHW Winograd or GEMM wastes most of
+/// its micro-tile on the few output channels (DenseNet-121's 128 -> 32), and where the direct
+/// blocked kernel was slower than NCHW. Measured per layer in DenseNet-121 (two `--features
+/// profile` servers in turns, `KILN_LAYOUT=nchw` against `=blocked`, conversions included;
+/// Intel Xeon 207): 0.74-0.87 of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74 at 28x28
+/// (NCHW GEMM), but 0.97-1.34 at 14x14, where the NCHW GEMM takes 0.13-0.15 ms and the
+/// blocked layer's transformed filters (0.6 MB) arrive cold from L3. Wider layers keep their
+/// NCHW Winograd (the blocked one was 0.8-1.07 of it in a timing loop) or the direct blocked
+/// kernel.
+pub fn winograd(g: &Graph, i: usize) -> bool {
+    conv2d(g, i).is_some_and(|p| {
+        let whole = |c: usize| c > 0 && c.is_multiple_of(nchwc::BLOCK);
+        p.is_winograd_shape()
+            && whole(p.c_in)
+            && whole(p.c_out)
+            && p.c_out < nchwc::GROUP * nchwc::BLOCK
+            && p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
+    })
+}
+
 /// Whether op `i` gains from running blocked on its own (the rule at the top of the module).
 fn pays(g: &Graph, i: usize) -> bool {
+    if winograd(g, i) {
+        return true;
+    }
     let op = &g.ops[i];
     let OpKind::Conv {
         kernel,
@@ -84,9 +151,9 @@ fn pays(g: &Graph, i: usize) -> bool {
 
 /// The share of a convolution's time the blocked kernel saves where [`pays`] says it gains
 /// (AVX-512, `resnet50/nchwc` in the kernel bench: 3x3 stride 1 1.05-1.3x as fast as NCHW,
-/// 3x3 stride 2 1.2-1.6x).
-fn saved_share(stride: &[usize]) -> f64 {
-    if stride.iter().any(|&s| s > 1) {
+/// 3x3 stride 2 1.2-1.6x; the blocked Winograd's layers 1.4-2.2x, [`winograd`]).
+fn saved_share(g: &Graph, i: usize, stride: &[usize]) -> f64 {
+    if winograd(g, i) || stride.iter().any(|&s| s > 1) {
         0.3
     } else {
         0.15
@@ -143,7 +210,7 @@ fn estimate(g: &Graph, convs: &[bool]) -> f64 {
         let taps: usize = kernel.iter().product();
         let fmas = (y.batch() * pixels * y.channels() * x.channels() * taps) as f64;
         let converted: usize = conversions(g, &values, i).iter().sum();
-        total += fmas * saved_share(stride) - converted as f64 * CONVERSION_FMAS;
+        total += fmas * saved_share(g, i, stride) - converted as f64 * CONVERSION_FMAS;
     }
     total
 }
@@ -183,6 +250,21 @@ impl Blocked {
     /// NCHW residual and an NCHW result each get a blocked copy, in that order.
     pub fn scratch_parts(&self, g: &Graph, i: usize) -> [usize; 3] {
         conversions(g, &self.values, i)
+    }
+
+    /// Whether blocked conv op `i` runs through the blocked Winograd convolution.
+    pub fn winograd(&self, g: &Graph, i: usize) -> bool {
+        self.convs[i] && winograd(g, i)
+    }
+
+    /// The f32 scratch blocked conv op `i` needs: its conversions ([`Self::scratch_parts`]),
+    /// then, for a Winograd one, the kernel's own (`nchwc::winograd::scratch_len`).
+    pub fn scratch_len(&self, g: &Graph, i: usize) -> usize {
+        let kernel = match conv2d(g, i) {
+            Some(p) if self.winograd(g, i) => nchwc::winograd::scratch_len(&p),
+            _ => 0,
+        };
+        self.scratch_parts(g, i).iter().sum::<usize>() + kernel
     }
 
     /// f32 elements a value takes in the arena: its blocked length if stored blocked.

@@ -156,7 +156,19 @@ impl Model<'_> {
     fn scratch_asserts(&self) -> TokenStream {
         let mut out = TokenStream::new();
         for (i, op) in self.graph.ops.iter().enumerate() {
-            if self.blocked.is_some_and(|b| b.convs[i]) {
+            if let Some(b) = self.blocked.filter(|b| b.convs[i]) {
+                // A blocked Winograd convolution's own scratch follows its conversions'.
+                if b.winograd(self.graph, i) {
+                    let geom = self.conv_geom(i);
+                    let planned =
+                        self.planned.scratch[i].map_or(0, |k| self.plan.scratch[k].bytes / 4);
+                    let parts: usize = b.scratch_parts(self.graph, i).iter().sum();
+                    out.extend(quote! {
+                        const _: () = ::core::assert!(
+                            #planned >= #parts + ::kiln::__private::kernels::nchwc::winograd::scratch_len(&#geom)
+                        );
+                    });
+                }
                 continue;
             }
             if let OpKind::Conv { .. } | OpKind::ConvTranspose { .. } = op.kind {
@@ -261,6 +273,7 @@ impl Model<'_> {
         let bias = self.bias(i, op, has_bias);
         let act = act_tokens(act);
         let [x_len, r_len, y_len] = b.scratch_parts(self.graph, i);
+        let winograd = b.winograd(self.graph, i);
         let data = op.data_args();
         let dims = |v: ValueId| {
             let s = self.graph.shape(v);
@@ -268,8 +281,9 @@ impl Model<'_> {
             let (n, c) = (s.batch(), s.channels());
             quote! { #n, #c, #h, #w }
         };
-        // The op has scratch (`scratch`) only if something is converted.
-        let mut code = if x_len + r_len + y_len > 0 {
+        // The op has scratch (`scratch`) only if something is converted or it runs Winograd
+        // (whose own scratch follows the conversions').
+        let mut code = if x_len + r_len + y_len > 0 || winograd {
             quote! { let __rest: &mut [f32] = scratch; }
         } else {
             TokenStream::new()
@@ -297,17 +311,29 @@ impl Model<'_> {
             Some(r) => quote! { ::core::option::Option::Some(#r) },
             None => quote! { ::core::option::Option::None },
         };
+        let conv = |y: TokenStream| {
+            if winograd {
+                quote! {
+                    __k.conv2d_nchwc_winograd_on(
+                        __par, &#geom, #x, &__params[#w], #bias, #r, #act, __rest, #y,
+                    );
+                }
+            } else {
+                quote! {
+                    __k.conv2d_nchwc_on(__par, &#geom, #x, &__params[#w], #bias, #r, #act, #y);
+                }
+            }
+        };
         if y_len > 0 {
             let d = dims(op.result());
+            let conv = conv(quote! { __yb });
             code.extend(quote! {
-                let (__yb, _) = __rest.split_at_mut(#y_len);
-                __k.conv2d_nchwc_on(__par, &#geom, #x, &__params[#w], #bias, #r, #act, __yb);
+                let (__yb, __rest) = __rest.split_at_mut(#y_len);
+                #conv
                 (__k.from_blocked)(#d, __yb, out);
             });
         } else {
-            code.extend(quote! {
-                __k.conv2d_nchwc_on(__par, &#geom, #x, &__params[#w], #bias, #r, #act, out);
-            });
+            code.extend(conv(quote! { out }));
         }
         code
     }
@@ -345,8 +371,12 @@ impl Model<'_> {
             label += &format!(" {}", ty(x));
         }
         label += &format!(" -> {}", ty(r));
-        if self.blocked.is_some_and(|b| b.convs[i]) {
-            label += " (direct, NCHW16c)";
+        if let Some(b) = self.blocked.filter(|b| b.convs[i]) {
+            label += if b.winograd(self.graph, i) {
+                " (winograd F(4x4,3x3), NCHW16c)"
+            } else {
+                " (direct, NCHW16c)"
+            };
         } else if let Some(algo) = crate::layout::conv_algo(self.graph, op) {
             label += &format!(" ({})", algo.describe());
         }

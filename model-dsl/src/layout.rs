@@ -99,7 +99,7 @@ pub fn scratch_len(g: &Graph, op: &Op) -> usize {
 /// [`scratch_len`].
 pub fn op_scratch_len(g: &Graph, blocked: Option<&Blocked>, i: usize) -> usize {
     match blocked.filter(|b| b.convs[i]) {
-        Some(b) => b.scratch_parts(g, i).iter().sum(),
+        Some(b) => b.scratch_len(g, i),
         None => scratch_len(g, &g.ops[i]),
     }
 }
@@ -435,7 +435,9 @@ pub struct ParamLayout {
     /// c_in]`, computed from the weights after any batch-norm folding).
     pub winograd: Vec<Option<Slot>>,
     /// Per op: the weights of a blocked convolution packed for `conv2d_nchwc`
-    /// (`kiln_kernels::nchwc::pack_weights`, after any batch-norm folding).
+    /// (`kiln_kernels::nchwc::pack_weights`), or for a blocked Winograd one
+    /// ([`crate::blocked::winograd`]) transformed for `conv2d_nchwc_winograd`
+    /// (`nchwc::winograd::transform_filter`); after any batch-norm folding.
     pub nchwc: Vec<Option<Slot>>,
     pub len: usize,
 }
@@ -488,13 +490,17 @@ pub fn param_layout(g: &Graph, blocked: Option<&Blocked>) -> ParamLayout {
             (conv_algo(g, op) == Some(ConvAlgo::Winograd))
                 .then(|| alloc(36 * c * g.shape(op.args[0]).channels())),
         );
-        nchwc.push(blocked.filter(|b| b.convs[i]).map(|_| {
+        nchwc.push(blocked.filter(|b| b.convs[i]).map(|b| {
             let [kh, kw] = match &op.kind {
                 OpKind::Conv { kernel, .. } => as_2d(kernel, 1),
                 _ => unreachable!("only convolutions are blocked"),
             };
             let c_in = g.shape(op.args[0]).channels();
-            alloc(kiln_kernels::nchwc::packed_weight_len(c, c_in, kh, kw))
+            alloc(if b.winograd(g, i) {
+                kiln_kernels::nchwc::winograd::filter_len(c, c_in)
+            } else {
+                kiln_kernels::nchwc::packed_weight_len(c, c_in, kh, kw)
+            })
         }));
     }
     ParamLayout {

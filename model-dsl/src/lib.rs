@@ -125,11 +125,16 @@ impl Compiled {
                 );
                 out.push_str(&b.plan.render(&b.planned.problem));
                 out.push_str("blocked convolutions (NCHW16c):\n");
-                let convs = v.graph.ops.iter().zip(&b.choice.convs);
-                for (op, _) in convs.filter(|(_, &blocked)| blocked) {
+                let convs = v.graph.ops.iter().enumerate().zip(&b.choice.convs);
+                for ((i, op), _) in convs.filter(|(_, &blocked)| blocked) {
                     let name = result_name(&b.planned, op);
                     let (x, y) = (v.graph.shape(op.args[0]), v.graph.shape(op.result()));
-                    out.push_str(&format!("  {name}: {x} -> {y}\n"));
+                    let algo = if b.choice.winograd(&v.graph, i) {
+                        "winograd F(4x4,3x3)"
+                    } else {
+                        "direct"
+                    };
+                    out.push_str(&format!("  {name}: {x} -> {y} ({algo})\n"));
                 }
             }
         }

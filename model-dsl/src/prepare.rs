@@ -81,9 +81,10 @@ pub enum Step {
         c_in: usize,
     },
     /// A blocked convolution's (folded) weights, `[c_out, c_in, kh, kw]` at `weight`, packed
-    /// for the table's `conv2d_nchwc` at `out` ([`kiln_kernels::nchwc::pack_weights`]). After
-    /// every fold, before every [`Step::Layout`] (the NCHW plan's conv reads the same weights
-    /// packed for its GEMM).
+    /// for the table's `conv2d_nchwc` at `out` ([`kiln_kernels::nchwc::pack_weights`]), or
+    /// with `winograd` transformed for `conv2d_nchwc_winograd`
+    /// ([`kiln_kernels::nchwc::winograd::transform_filter`]). After every fold, before every
+    /// [`Step::Layout`] (the NCHW plan's conv reads the same weights packed for its GEMM).
     Nchwc {
         weight: Slot,
         out: Slot,
@@ -91,6 +92,7 @@ pub enum Step {
         c_in: usize,
         kh: usize,
         kw: usize,
+        winograd: bool,
     },
     /// A convolution's weights, `groups` row-major `m x k` matrices, go into the layout the
     /// table's `conv2d` reads ([`kiln_kernels::pack`]); at compile time, into
@@ -222,6 +224,7 @@ pub fn steps(graph: &Graph, params: &ParamLayout) -> Vec<Step> {
                 c_in: graph.shape(op.args[0]).channels(),
                 kh,
                 kw,
+                winograd: crate::blocked::winograd(graph, i),
             });
         }
         if let (ConvWeights::Packed, Some((groups, m, k))) =
@@ -322,11 +325,17 @@ impl Step {
                 c_in,
                 kh,
                 kw,
+                winograd,
             } => {
                 let (w, o) = (range(weight), range(out));
+                let pack = if winograd {
+                    quote! { ::kiln::__private::kernels::nchwc::winograd::transform_filter(#c_out, #c_in, w, o) }
+                } else {
+                    quote! { ::kiln::__private::kernels::nchwc::pack_weights(#c_out, #c_in, #kh, #kw, w, o) }
+                };
                 quote! {{
                     let ([w], [o]) = ::kiln::__private::io(__params, [#w], [#o]);
-                    ::kiln::__private::kernels::nchwc::pack_weights(#c_out, #c_in, #kh, #kw, w, o);
+                    #pack;
                 }}
             }
             Step::Layout {
@@ -382,9 +391,14 @@ impl Step {
                 c_in,
                 kh,
                 kw,
+                winograd,
             } => {
                 let (w, o) = two_mut(buf, weight, out);
-                kiln_kernels::nchwc::pack_weights(c_out, c_in, kh, kw, w, o);
+                if winograd {
+                    kiln_kernels::nchwc::winograd::transform_filter(c_out, c_in, w, o);
+                } else {
+                    kiln_kernels::nchwc::pack_weights(c_out, c_in, kh, kw, w, o);
+                }
             }
             Step::Layout {
                 weight,

@@ -51,8 +51,9 @@ fn winograd_convolutions_match_onnxruntime() {
     assert_close(&model.run(&g.x).unwrap(), &g.y);
 }
 
-/// The blocked channel layout: the compiler plans `Blocked` a second time with its five
-/// convolutions in NCHW16c, and `run` takes that plan where the kernel table's blocked
+/// The blocked channel layout: the compiler plans `Blocked` a second time with its six
+/// convolutions in NCHW16c (the 64 -> 32 one through the blocked Winograd convolution, the
+/// others direct), and `run` takes that plan where the kernel table's blocked
 /// convolution is the faster (AVX-512), or wherever `KILN_LAYOUT=blocked` says (CI runs this
 /// file so on every ISA). Every way matches onnxruntime, with weights embedded (packed at
 /// compile time) and loaded at run time (packed then), and two threads (the blocked
@@ -62,10 +63,23 @@ fn blocked_layout_matches_onnxruntime() {
     let (_, blocked) = Blocked::PLAN
         .split_once("blocked convolutions (NCHW16c):\n")
         .expect("a blocked plan");
+    let convs: Vec<&str> = blocked
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .collect();
     assert_eq!(
-        blocked.lines().take_while(|l| l.starts_with("  ")).count(),
-        5,
+        convs.len(),
+        6,
         "every convolution blocked:\n{}",
+        Blocked::PLAN
+    );
+    assert_eq!(
+        convs
+            .iter()
+            .filter(|l| l.ends_with("(winograd F(4x4,3x3))"))
+            .count(),
+        1,
+        "the 64 -> 32 convolution through Winograd:\n{}",
         Blocked::PLAN
     );
     let g = golden("blocked");
