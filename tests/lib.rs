@@ -153,8 +153,9 @@ kiln::network! {
     /// im2col on 28x28 maps, channels in whole blocks of 16, four blocks out, a batch of two):
     /// values stored blocked between convolutions, a residual stored blocked (`a`) and one
     /// converted from the model's input (`x`), the input converted on the way in and the
-    /// stride-2 result on the way out to the pool, and a 64 -> 32 layer through the blocked
-    /// Winograd convolution (see `scripts/gen_testdata.py`).
+    /// stride-2 result on the way out to the pool; the stride-1 layers run through the blocked
+    /// Winograd convolution, the stride-2 one through the direct one (see
+    /// `scripts/gen_testdata.py`).
     pub net Blocked(x: fm<64xf32[28,28], batch = 2>) -> vec<10xf32, batch = 2> {
         weights "data/blocked.safetensors";
         let a = conv2d(x, c1: weights<64 -> 3x3xf32 -> 64>, pad = 1, bias = false);

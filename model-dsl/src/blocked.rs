@@ -15,8 +15,13 @@
 //! NCHW and stay there), channels in whole blocks of 16 (no padded lanes computed) and at
 //! least four output blocks (the kernel's step), a kernel larger than 1x1 and an output of at
 //! least 14x14 pixels (1.05-1.6x; 1x1 layers gain too little to pay for their conversions,
-//! see [`pays`]) — and of those, the ones whose gain outweighs the conversions at the edges
-//! of their region ([`choose`]: a static estimate in multiply-adds, greedy).
+//! see [`pays`]); and 3x3 stride-1 layers of whole blocks, at least 64 channels in, on maps
+//! of at least 28x28, with fewer than four output blocks or run through im2col in NCHW
+//! ([`winograd_pays`]) — and of those, the ones whose gain outweighs the conversions at the
+//! edges of their region ([`choose`]: a static estimate in multiply-adds, greedy). A blocked
+//! 3x3 stride-1 layer of at least 64 channels in on a map of at least 28x28 runs through the
+//! blocked Winograd convolution (`nchwc::winograd`, [`winograd`]), every other one through the
+//! direct `conv2d_nchwc`.
 //!
 //! **Which values.** A value is stored blocked when its producer is a blocked convolution and
 //! every reader is one too (as its input or its residual), and it is not an output. Every
@@ -82,32 +87,49 @@ fn conv2d(g: &Graph, i: usize) -> Option<kiln_kernels::Conv2d> {
 /// Smallest output map (pixels) on which a convolution runs through the blocked Winograd.
 const MIN_WINOGRAD_PIXELS: usize = 28 * 28;
 
-/// Whether conv op `i`, blocked, runs through the blocked Winograd convolution
+/// Fewest input channels a convolution runs through the blocked Winograd with: with fewer the
+/// 36 products are too shallow for the transforms they cost (SqueezeNet's 16 -> 64 at 54x54
+/// took 1.71x the direct blocked kernel's time, 32 -> 64 0.96x, 64 -> 64 at 28x28 0.68x; the
+/// timing loop of [`winograd`]).
+const MIN_WINOGRAD_C_IN: usize = 64;
+
+/// Whether conv op `i`, if blocked, runs through the blocked Winograd convolution
 /// (`nchwc::winograd`) rather than the direct one: a 3x3 stride-1 layer of whole input and
-/// output blocks with fewer than four output blocks, on a map of at least
-/// [`MIN_WINOGRAD_PIXELS`]. Those are the layers whose NCHW Winograd or GEMM wastes most of
-/// its micro-tile on the few output channels (DenseNet-121's 128 -> 32), and where the direct
-/// blocked kernel was slower than NCHW. Measured per layer in DenseNet-121 (two `--features
-/// profile` servers in turns, `KILN_LAYOUT=nchw` against `=blocked`, conversions included;
-/// Intel Xeon 207): 0.74-0.87 of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74 at 28x28
-/// (NCHW GEMM), but 0.97-1.34 at 14x14, where the NCHW GEMM takes 0.13-0.15 ms and the
-/// blocked layer's transformed filters (0.6 MB) arrive cold from L3. Wider layers keep their
-/// NCHW Winograd (the blocked one was 0.8-1.07 of it in a timing loop) or the direct blocked
-/// kernel.
+/// output blocks, at least [`MIN_WINOGRAD_C_IN`] input channels, on a map of at least
+/// [`MIN_WINOGRAD_PIXELS`]. In a timing loop over the two
+/// blocked kernels (one core, Intel Xeon 207, warm and with 16 MB written between runs) the
+/// Winograd one took 0.63-0.81 of the direct one's time at 28x28 and 56x56 (64 -> 64, 128 ->
+/// 128), 0.38-0.56 with 32 output channels, but 0.78-1.14 at 14x14, where the direct kernel
+/// stays.
 pub fn winograd(g: &Graph, i: usize) -> bool {
     conv2d(g, i).is_some_and(|p| {
         let whole = |c: usize| c > 0 && c.is_multiple_of(nchwc::BLOCK);
         p.is_winograd_shape()
             && whole(p.c_in)
             && whole(p.c_out)
-            && p.c_out < nchwc::GROUP * nchwc::BLOCK
+            && p.c_in >= MIN_WINOGRAD_C_IN
             && p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
     })
 }
 
+/// Whether a layer the blocked Winograd takes ([`winograd`]) gains from it on its own: one
+/// with fewer than four output blocks, whose NCHW Winograd or GEMM wastes most of its
+/// micro-tile on the few output channels (DenseNet-121's 128 -> 32), or one that NCHW runs
+/// through im2col (the direct blocked rule's layers). Measured per layer in DenseNet-121 (two
+/// `--features profile` servers in turns, `KILN_LAYOUT=nchw` against `=blocked`, conversions
+/// included; Intel Xeon 207): 0.74-0.87 of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74
+/// at 28x28 (NCHW GEMM); at 14x14 (not taken) 0.97-1.34, where the NCHW GEMM takes 0.13-0.15
+/// ms and the transformed filters (0.6 MB) arrive cold from L3. Wider NCHW Winograd layers
+/// stay NCHW: the blocked one was 0.8-1.07 of their time in a timing loop, too little to pay
+/// for converting both ways.
+fn winograd_pays(g: &Graph, i: usize) -> bool {
+    let narrow = g.shape(g.ops[i].result()).channels() < nchwc::GROUP * nchwc::BLOCK;
+    winograd(g, i) && (narrow || crate::layout::conv_algo(g, &g.ops[i]) == Some(ConvAlgo::Im2col))
+}
+
 /// Whether op `i` gains from running blocked on its own (the rule at the top of the module).
 fn pays(g: &Graph, i: usize) -> bool {
-    if winograd(g, i) {
+    if winograd_pays(g, i) {
         return true;
     }
     let op = &g.ops[i];
