@@ -32,7 +32,7 @@
 use kiln_kernels::nchwc;
 
 use crate::contract::ConvAlgo;
-use crate::ir::{as_2d, pad_2d, DType, Graph, OpKind, Producer, ValueId};
+use crate::ir::{as_2d, DType, Graph, OpKind, Producer, ValueId};
 
 /// Which convolutions run blocked and which values are stored NCHW16c.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,42 +46,15 @@ pub struct Blocked {
 /// Smallest output map (pixels) on which a convolution is blocked.
 const MIN_PIXELS: usize = 14 * 14;
 
-/// The 2-D geometry of conv op `i` as the kernels take it, if it is a static 2-D f32
-/// convolution over one NCHW map.
+/// The 2-D geometry of conv op `i` as the kernels take it ([`crate::layout::conv2d_geom`]),
+/// if it is a static f32 convolution over one map.
 fn conv2d(g: &Graph, i: usize) -> Option<kiln_kernels::Conv2d> {
     let op = &g.ops[i];
-    let OpKind::Conv {
-        kernel,
-        stride,
-        dilation,
-        pad,
-        groups,
-        ..
-    } = &op.kind
-    else {
-        return None;
-    };
-    let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
-    if kernel.len() != 2 || x.is_dynamic() || y.is_dynamic() || x.dtype != DType::F32 {
+    let (x, y) = (g.shape(*op.args.first()?), g.shape(op.result()));
+    if x.is_dynamic() || y.is_dynamic() || x.dtype != DType::F32 {
         return None;
     }
-    let ([h, w], [out_h, out_w]) = (as_2d(x.spatial_dims(), 1), as_2d(y.spatial_dims(), 1));
-    let ([kh, kw], stride, dilation) = (as_2d(kernel, 1), as_2d(stride, 1), as_2d(dilation, 1));
-    Some(kiln_kernels::Conv2d {
-        batch: x.batch(),
-        c_in: x.channels(),
-        h,
-        w,
-        c_out: y.channels(),
-        kh,
-        kw,
-        stride,
-        dilation,
-        pad: pad_2d(pad.resolved()),
-        groups: *groups,
-        out_h,
-        out_w,
-    })
+    crate::layout::conv2d_geom(g, op)
 }
 
 /// Smallest output map (pixels) on which a convolution runs through the blocked Winograd.

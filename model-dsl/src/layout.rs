@@ -18,6 +18,22 @@ use crate::plan::{Problem, ScratchReq, ValueKind, ValueReq};
 /// geometry, 1-D as 2-D of height 1); `None` for any other op and for 3-D convolutions (always
 /// im2col + GEMM).
 pub fn conv_algo(g: &Graph, op: &Op) -> Option<ConvAlgo> {
+    let p = conv2d_geom(g, op)?;
+    Some(algo_2d(
+        [p.kh, p.kw],
+        p.stride,
+        p.dilation,
+        p.pad,
+        p.groups,
+        p.c_in,
+        p.c_out,
+        [p.out_h, p.out_w],
+    ))
+}
+
+/// The kernels' geometry of a 1-D or 2-D convolution op (1-D as 2-D of height 1); `None` for
+/// any other op and for 3-D convolutions.
+pub fn conv2d_geom(g: &Graph, op: &Op) -> Option<kiln_kernels::Conv2d> {
     let OpKind::Conv {
         kernel,
         stride,
@@ -33,16 +49,23 @@ pub fn conv_algo(g: &Graph, op: &Op) -> Option<ConvAlgo> {
         return None;
     }
     let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
-    Some(algo_2d(
-        as_2d(kernel, 1),
-        as_2d(stride, 1),
-        as_2d(dilation, 1),
-        pad_2d(pad.resolved()),
-        *groups,
-        x.channels(),
-        y.channels(),
-        as_2d(y.spatial_dims(), 1),
-    ))
+    let ([h, w], [out_h, out_w]) = (as_2d(x.spatial_dims(), 1), as_2d(y.spatial_dims(), 1));
+    let [kh, kw] = as_2d(kernel, 1);
+    Some(kiln_kernels::Conv2d {
+        batch: x.batch(),
+        c_in: x.channels(),
+        h,
+        w,
+        c_out: y.channels(),
+        kh,
+        kw,
+        stride: as_2d(stride, 1),
+        dilation: as_2d(dilation, 1),
+        pad: pad_2d(pad.resolved()),
+        groups: *groups,
+        out_h,
+        out_w,
+    })
 }
 
 /// f32 elements of scratch an op needs (only a convolution has any), from
