@@ -331,7 +331,7 @@ macro_rules! winograd_entry {
 /// ([`crate::nchwc::winograd::conv2d`]) compiled with the ISA's target features and its GEMM,
 /// as [`winograd_entry`] does for the NCHW one; defines the serial entry and the threaded one.
 macro_rules! winograd_nchwc_entry {
-    ($features:literal, $gemm:path) => {
+    ($features:literal, $gemm:path, $token:ty) => {
         /// Blocked Winograd convolution; see [`crate::nchwc::winograd::conv2d`].
         #[allow(clippy::too_many_arguments)] // The table entry's contract.
         pub(crate) fn conv2d_nchwc_winograd(
@@ -370,9 +370,7 @@ macro_rules! winograd_nchwc_entry {
             scratch: &mut [f32],
             out: &mut [f32],
         ) {
-            use crate::arch::portable::winograd_nchwc::{
-                block_task, conv2d_with, Block, Compiled, Step,
-            };
+            use crate::arch::portable::winograd_nchwc::{conv2d_with, Block, Compiled, Step};
 
             /// A block's tasks compiled for this ISA.
             struct Isa;
@@ -390,8 +388,10 @@ macro_rules! winograd_nchwc_entry {
             /// The target features named above are available; as for `block_task`.
             #[target_feature(enable = $features)]
             unsafe fn task(b: &Block<'_>, step: Step, i: usize) {
+                // SAFETY: the caller's contract: the CPU has the token's features.
+                let s = unsafe { <$token>::new_unchecked() };
                 // SAFETY: forwarded from the caller.
-                unsafe { block_task(b, step, i) }
+                unsafe { crate::arch::x86_64::simd::winograd_nchwc::task(s, b, step, i) }
             }
 
             /// # Safety

@@ -34,4 +34,8 @@ conv_entries!(Avx2, "avx2,fma");
 
 winograd_entry!("avx2,fma", super::gemm::gemm);
 
-winograd_nchwc_entry!("avx2,fma", super::gemm::gemm);
+winograd_nchwc_entry!(
+    "avx2,fma",
+    super::gemm::gemm,
+    crate::arch::x86_64::simd::vector::Avx2Fma
+);

@@ -17,7 +17,11 @@ conv_entries!(Avx512, "avx512f,avx2,fma");
 
 winograd_entry!("avx512f,avx2,fma", super::gemm::gemm);
 
-winograd_nchwc_entry!("avx512f,avx2,fma", super::gemm::gemm);
+winograd_nchwc_entry!(
+    "avx512f,avx2,fma",
+    super::gemm::gemm,
+    crate::arch::x86_64::simd::vector::Avx512F
+);
 
 #[cfg(all(test, feature = "std"))]
 mod tests {

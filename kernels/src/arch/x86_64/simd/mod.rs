@@ -28,6 +28,7 @@ mod stem_lanes;
 #[cfg(test)]
 mod tests;
 pub(crate) mod vector;
+pub(crate) mod winograd_nchwc;
 
 /// Defines one ISA's table entries: for each `fn name(args) => kernel;`, a safe `pub(crate)`
 /// function `name(args)` for the table, and behind it a `#[target_feature(enable = features)]`
