@@ -11,13 +11,13 @@
 //!
 //! **Which convolutions.** Those the kernel bench measured faster blocked than NCHW on
 //! AVX-512 (`resnet50/nchwc`, `blocked_over_nchw`, docs/performance.md): 2-D, one group, no
-//! dilation, run on the GEMM (pointwise or im2col; kiln's Winograd layers beat onnxruntime in
-//! NCHW and stay there), channels in whole blocks of 16 (no padded lanes computed) and at
-//! least four output blocks (the kernel's step), a kernel larger than 1x1 and an output of at
-//! least 14x14 pixels (1.05-1.6x; 1x1 layers gain too little to pay for their conversions,
-//! see [`pays`]); and 3x3 stride-1 layers of whole blocks, at least 64 channels in, on maps
-//! of at least 28x28, with fewer than four output blocks or run through im2col in NCHW
-//! ([`winograd_pays`]) — and of those, the ones whose gain outweighs the conversions at the
+//! dilation, run on the GEMM (pointwise or im2col), channels in whole blocks of 16 (no padded
+//! lanes computed) and at least four output blocks (the kernel's step), a kernel larger than
+//! 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too little to pay
+//! for their conversions, see [`pays`]); and 3x3 stride-1 layers of whole blocks, at least 64
+//! channels in, on maps of at least 28x28, with at most 128 x 128 channels, fewer than four
+//! output blocks or run through im2col in NCHW ([`winograd_pays`]; wider Winograd layers stay
+//! on the NCHW Winograd) — and of those, the ones whose gain outweighs the conversions at the
 //! edges of their region ([`choose`]: a static estimate in multiply-adds, greedy). A blocked
 //! 3x3 stride-1 layer of at least 64 channels in on a map of at least 28x28 runs through the
 //! blocked Winograd convolution (`nchwc::winograd`, [`winograd`]), every other one through the
@@ -85,19 +85,32 @@ pub fn winograd(g: &Graph, i: usize) -> bool {
     })
 }
 
+/// Most input x output channels of a layer the blocked Winograd beats the NCHW one on: its
+/// 36 products re-pack each point's `ci x co` filters for every block of tiles, which the
+/// NCHW Winograd does not. Timing loop over the two kernels (one core, alternating, medians
+/// of 10-40; Intel Xeon 207, with the SIMD transforms): blocked / NCHW 0.58-0.62 for 64 -> 64
+/// at 56x56, 0.63-0.69 for 128 -> 128 at 28x28, 0.79-0.81 for VGG's 64 at 224x224 and 128 at
+/// 112x112; but 0.90-0.92 for 64 -> 128 and 128 -> 256, 1.0 for 256 -> 256 at 56x56, 1.2-1.8
+/// with 512 channels out: too little, or a loss, before the conversions.
+const MAX_WINOGRAD_FILTER: usize = 128 * 128;
+
 /// Whether a layer the blocked Winograd takes ([`winograd`]) gains from it on its own: one
-/// with fewer than four output blocks, whose NCHW Winograd or GEMM wastes most of its
-/// micro-tile on the few output channels (DenseNet-121's 128 -> 32), or one that NCHW runs
-/// through im2col (the direct blocked rule's layers). Measured per layer in DenseNet-121 (two
-/// `--features profile` servers in turns, `KILN_LAYOUT=nchw` against `=blocked`, conversions
-/// included; Intel Xeon 207): 0.74-0.87 of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74
-/// at 28x28 (NCHW GEMM); at 14x14 (not taken) 0.97-1.34, where the NCHW GEMM takes 0.13-0.15
-/// ms and the transformed filters (0.6 MB) arrive cold from L3. Wider NCHW Winograd layers
-/// stay NCHW: the blocked one was 0.8-1.07 of their time in a timing loop, too little to pay
-/// for converting both ways.
+/// of at most [`MAX_WINOGRAD_FILTER`] channel pairs (ResNet-50's 64 -> 64 at 56x56 and 128 ->
+/// 128 at 28x28), one with fewer than four output blocks, whose NCHW Winograd or GEMM wastes
+/// most of its micro-tile on the few output channels (DenseNet-121's 128 -> 32), or one that
+/// NCHW runs through im2col (the direct blocked rule's layers). Measured per layer in
+/// DenseNet-121 before the SIMD transforms (two `--features profile` servers in turns,
+/// `KILN_LAYOUT=nchw` against `=blocked`, conversions included; Intel Xeon 207): 0.74-0.87
+/// of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74 at 28x28 (NCHW GEMM); at 14x14 (not
+/// taken) 0.97-1.34, where the NCHW GEMM takes 0.13-0.15 ms and the transformed filters (0.6
+/// MB) arrive cold from L3.
 fn winograd_pays(g: &Graph, i: usize) -> bool {
-    let narrow = g.shape(g.ops[i].result()).channels() < nchwc::GROUP * nchwc::BLOCK;
-    winograd(g, i) && (narrow || crate::layout::conv_algo(g, &g.ops[i]) == Some(ConvAlgo::Im2col))
+    let Some(p) = conv2d(g, i).filter(|_| winograd(g, i)) else {
+        return false;
+    };
+    let narrow = p.c_out < nchwc::GROUP * nchwc::BLOCK;
+    let small = p.c_in * p.c_out <= MAX_WINOGRAD_FILTER;
+    narrow || small || crate::layout::conv_algo(g, &g.ops[i]) == Some(ConvAlgo::Im2col)
 }
 
 /// Whether op `i` gains from running blocked on its own (the rule at the top of the module).

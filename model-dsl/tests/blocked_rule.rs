@@ -1,0 +1,38 @@
+//! Which 3x3 stride-1 layers the compiler gives to the blocked Winograd convolution on their
+//! own merit (`blocked::winograd_pays`): a ResNet bottleneck's 64 -> 64 at 56x56 runs blocked
+//! (converted on the way in and out: its neighbours are 1x1 layers, which stay NCHW), a 256
+//! -> 256 one on the same map stays on the NCHW Winograd (the blocked one re-packs each
+//! point's wide filters per block of tiles and was no faster there).
+
+use kiln_dsl::syntax::NetworkDef;
+
+/// The lines of `net`'s blocked plan that list its blocked convolutions.
+fn blocked_convs(net: proc_macro2::TokenStream) -> Vec<String> {
+    let def: NetworkDef = syn::parse2(net).unwrap();
+    let plan = kiln_dsl::compile(&def, None).unwrap().plan_text();
+    let Some((_, blocked)) = plan.split_once("blocked convolutions (NCHW16c):\n") else {
+        return Vec::new();
+    };
+    blocked
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_bottleneck_runs_its_3x3_layer_through_the_blocked_winograd() {
+    let convs = blocked_convs(quote::quote! {
+        net Bottleneck(x: fm<256xf32[56,56]>) -> fm<256xf32[56,56]> {
+            let a = conv2d(x, r1: weights<256 -> 1x1xf32 -> 64>).relu();
+            let a = conv2d(a, r2: weights<64 -> 3x3xf32 -> 64>, pad = 1).relu();
+            let a = add(conv2d(a, r3: weights<64 -> 1x1xf32 -> 256>), x).relu();
+            conv2d(a, w: weights<256 -> 3x3xf32 -> 256>, pad = 1).relu()
+        }
+    });
+    assert_eq!(convs.len(), 1, "{convs:#?}");
+    assert!(
+        convs[0].contains("fm<64xf32[56,56]> -> fm<64xf32[56,56]> (winograd F(4x4,3x3))"),
+        "{convs:#?}"
+    );
+}
