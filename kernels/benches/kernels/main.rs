@@ -217,8 +217,9 @@ enum Data {
         /// `weight` as the x86 tables read it (`WeightLayout::DepthBlocked`), packed once as a
         /// model does when it prepares its parameters, outside the timed runs.
         blocked: Vec<f32>,
-        /// For the blocked layout (`Op::Nchwc`): the input blocked and the weights packed
-        /// by `nchwc::pack_weights` (empty for the other ops).
+        /// For the blocked layout: the input blocked and the weights packed by
+        /// `nchwc::pack_weights` (`Op::Nchwc`) or transformed by
+        /// `nchwc::winograd::transform_filter` (`Op::NchwcWinograd`); empty for the other ops.
         nchwc_input: Vec<f32>,
         nchwc_weight: Vec<f32>,
     },
@@ -240,10 +241,11 @@ impl Data {
                 a: random(m * k, 1),
                 b: random(k * n, 2),
             },
-            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) => {
+            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) | Op::NchwcWinograd(p, _) => {
                 let weight = random(p.c_out * (p.c_in / p.groups) * p.kh * p.kw, 4);
                 let mut u = Vec::new();
-                if let Op::Winograd(..) = case.op {
+                // The NCHW contender of a blocked Winograd case runs `conv2d_winograd`.
+                if let Op::Winograd(..) | Op::NchwcWinograd(..) = case.op {
                     u = vec![0.0; 36 * p.c_out * p.c_in];
                     kiln_kernels::winograd::transform_filter(p.c_out, p.c_in, &weight, &mut u);
                 }
@@ -251,11 +253,17 @@ impl Data {
                 pack::pack_conv2d(WeightLayout::DepthBlocked, &p, &weight, &mut blocked);
                 let input = random(p.batch * p.c_in * p.h * p.w, 3);
                 let (mut nchwc_input, mut nchwc_weight) = (Vec::new(), Vec::new());
-                if let Op::Nchwc(..) = case.op {
+                if let Op::Nchwc(..) | Op::NchwcWinograd(..) = case.op {
                     nchwc_input = vec![0.0; nchwc::blocked_len(p.batch, p.c_in, p.h, p.w)];
                     nchwc::to_blocked(p.batch, p.c_in, p.h, p.w, &input, &mut nchwc_input);
+                }
+                if let Op::Nchwc(..) = case.op {
                     nchwc_weight = vec![0.0; nchwc::packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
                     nchwc::pack_weights(p.c_out, p.c_in, p.kh, p.kw, &weight, &mut nchwc_weight);
+                }
+                if let Op::NchwcWinograd(..) = case.op {
+                    nchwc_weight = vec![0.0; nchwc::winograd::filter_len(p.c_out, p.c_in)];
+                    nchwc::winograd::transform_filter(p.c_out, p.c_in, &weight, &mut nchwc_weight);
                 }
                 Data::Conv {
                     input,
@@ -321,6 +329,24 @@ fn run(k: &Kernels, op: &Op, data: &Data, scratch: &mut [f32], out: &mut [f32]) 
                 ..
             },
         ) => (k.conv2d_nchwc)(p, nchwc_input, nchwc_weight, Some(bias), None, *act, out),
+        (
+            Op::NchwcWinograd(p, act),
+            Data::Conv {
+                nchwc_input,
+                nchwc_weight,
+                bias,
+                ..
+            },
+        ) => (k.conv2d_nchwc_winograd)(
+            p,
+            nchwc_input,
+            nchwc_weight,
+            Some(bias),
+            None,
+            *act,
+            scratch,
+            out,
+        ),
         (Op::Winograd(p, act), Data::Conv { input, u, bias, .. }) => {
             (k.conv2d_winograd)(p, input, u, Some(bias), *act, scratch, out)
         }
@@ -369,8 +395,8 @@ enum Contender {
     Peak,
     Crate(&'static str, refs::GemmFn),
     Kiln(Kernels),
-    /// For a blocked convolution (`Op::Nchwc`): the same table's NCHW `conv2d` on the same
-    /// convolution, sampled in the same turns, so the `NCHWC` line's ratio holds on a noisy
+    /// For a blocked convolution: the same table's NCHW `conv2d` (`Op::Nchwc`) or
+    /// `conv2d_winograd` (`Op::NchwcWinograd`) on the same convolution, sampled in the same turns, so the `NCHWC` line's ratio holds on a noisy
     /// machine (separate cases are minutes apart).
     Nchw(Kernels),
 }
@@ -522,6 +548,10 @@ fn main() {
             Op::Gemm { m, n, .. } => (m * n, 0),
             Op::Conv(p, _) => (p.batch * p.c_out * p.out_h * p.out_w, p.scratch_len()),
             Op::Nchwc(p, _) => (nchwc::blocked_len(p.batch, p.c_out, p.out_h, p.out_w), 0),
+            Op::NchwcWinograd(p, _) => (
+                nchwc::blocked_len(p.batch, p.c_out, p.out_h, p.out_w),
+                nchwc::winograd::scratch_len(&p),
+            ),
             Op::Winograd(p, _) => (
                 p.batch * p.c_out * p.out_h * p.out_w,
                 p.winograd_scratch_len(),
@@ -539,17 +569,19 @@ fn main() {
                 .filter(|k| k.isa != Isa::Portable || flops <= budget.portable_max_flops)
                 .map(|&k| Contender::Kiln(k)),
         );
-        let scratch_len = match case.op {
-            Op::Nchwc(p, _) => {
-                contenders.extend(
-                    isas.iter()
-                        .filter(|k| k.isa != Isa::Portable)
-                        .map(|&k| Contender::Nchw(k)),
-                );
-                scratch_len.max(p.scratch_len())
-            }
-            _ => scratch_len,
+        let nchw_scratch = match case.op {
+            Op::Nchwc(p, _) => Some(p.scratch_len()),
+            Op::NchwcWinograd(p, _) => Some(p.winograd_scratch_len()),
+            _ => None,
         };
+        if nchw_scratch.is_some() {
+            contenders.extend(
+                isas.iter()
+                    .filter(|k| k.isa != Isa::Portable)
+                    .map(|&k| Contender::Nchw(k)),
+            );
+        }
+        let scratch_len = scratch_len.max(nchw_scratch.unwrap_or(0));
         let mut outs = vec![vec![0.0f32; out_len]; contenders.len()];
         let mut scratches = vec![vec![0.0f32; scratch_len]; contenders.len()];
         let secs = {
@@ -571,10 +603,12 @@ fn main() {
                             Box::new(move || run(kernels, op, data, scratch, out))
                         }
                         Contender::Nchw(kernels) => {
-                            let Op::Nchwc(p, act) = *op else {
-                                unreachable!("only blocked cases have NCHW contenders")
+                            let nchw = match *op {
+                                Op::Nchwc(p, act) => Op::Conv(p, act),
+                                Op::NchwcWinograd(p, act) => Op::Winograd(p, act),
+                                _ => unreachable!("only blocked cases have NCHW contenders"),
                             };
-                            Box::new(move || run(kernels, &Op::Conv(p, act), data, scratch, out))
+                            Box::new(move || run(kernels, &nchw, data, scratch, out))
                         }
                         Contender::Peak => {
                             let (run, iters) = (top.run, budget.peak_iters);

@@ -36,6 +36,9 @@ pub enum Family {
     Im2col3x3,
     /// The same layers through `conv2d_winograd` (flops counted as the direct convolution's).
     Winograd,
+    /// The same layers (whole blocks of 16 channels) in the blocked channel layout through
+    /// `conv2d_nchwc_winograd`, its `NCHWC` lines against the NCHW `conv2d_winograd`.
+    NchwcWinograd,
     /// The max and average pools of SqueezeNet, Inception-v2, ResNet-50, DenseNet-121 and
     /// ShuffleNet-v2 through the table's `max_pool2d` / `avg_pool2d`.
     Pool,
@@ -48,7 +51,7 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 11] = [
+    pub const ALL: [Family; 12] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
@@ -57,6 +60,7 @@ impl Family {
         Family::Pointwise,
         Family::Im2col3x3,
         Family::Winograd,
+        Family::NchwcWinograd,
         Family::Pool,
         Family::Stem,
         Family::Dense,
@@ -72,6 +76,7 @@ impl Family {
             Family::Pointwise => "pointwise",
             Family::Im2col3x3 => "im2col3x3",
             Family::Winograd => "winograd3x3",
+            Family::NchwcWinograd => "nchwc_winograd3x3",
             Family::Pool => "pool",
             Family::Stem => "stem",
             Family::Dense => "dense",
@@ -90,6 +95,9 @@ pub enum Op {
     Winograd(Conv2d, Activation),
     /// The same in the blocked channel layout (`conv2d_nchwc`).
     Nchwc(Conv2d, Activation),
+    /// A 3x3 stride-1 one in the blocked layout through `conv2d_nchwc_winograd`, on filters
+    /// transformed once beforehand.
+    NchwcWinograd(Conv2d, Activation),
     /// Max pooling (`true`) or average pooling (`false`, padding not counted: ONNX's default).
     Pool(Pool2d, bool),
     /// `y[o] = sum_i x[i] w[o, i] + b[o]` for one input row.
@@ -112,7 +120,7 @@ impl Case {
     pub fn flops(&self) -> f64 {
         match self.op {
             Op::Gemm { m, n, k } => 2.0 * (m * n * k) as f64,
-            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) => {
+            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) | Op::NchwcWinograd(p, _) => {
                 let per_out = (p.c_in / p.groups) * p.kh * p.kw;
                 2.0 * (p.batch * p.c_out * p.out_h * p.out_w * per_out) as f64
             }
@@ -127,11 +135,17 @@ impl Case {
     pub fn crate_gemm(&self) -> Option<(usize, usize, usize)> {
         match self.op {
             Op::Gemm { m, n, k } => Some((m, n, k)),
-            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) if p.groups == 1 => {
+            Op::Conv(p, _) | Op::Winograd(p, _) | Op::Nchwc(p, _) | Op::NchwcWinograd(p, _)
+                if p.groups == 1 =>
+            {
                 Some(conv_as_gemm(&p))
             }
             Op::Dense { n_in, n_out } => Some((1, n_out, n_in)),
-            Op::Conv(..) | Op::Winograd(..) | Op::Nchwc(..) | Op::Pool(..) => None,
+            Op::Conv(..)
+            | Op::Winograd(..)
+            | Op::Nchwc(..)
+            | Op::NchwcWinograd(..)
+            | Op::Pool(..) => None,
         }
     }
 }
@@ -397,6 +411,13 @@ pub fn all() -> Vec<Case> {
             family: Family::Winograd,
             op: Op::Winograd(layer.conv(), Activation::Relu),
         });
+        if c_in % 16 == 0 && c_out % 16 == 0 {
+            cases.push(Case {
+                name: format!("3x3/nchwc_winograd/{net}/{}", layer.name()),
+                family: Family::NchwcWinograd,
+                op: Op::NchwcWinograd(layer.conv(), Activation::Relu),
+            });
+        }
     }
     for (net, shapes) in [
         ("mobilenetv2", &MOBILENET_V2_PW[..]),
