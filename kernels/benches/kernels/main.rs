@@ -396,8 +396,9 @@ enum Contender {
     Crate(&'static str, refs::GemmFn),
     Kiln(Kernels),
     /// For a blocked convolution: the same table's NCHW `conv2d` (`Op::Nchwc`) or
-    /// `conv2d_winograd` (`Op::NchwcWinograd`) on the same convolution, sampled in the same turns, so the `NCHWC` line's ratio holds on a noisy
-    /// machine (separate cases are minutes apart).
+    /// `conv2d_winograd` (`Op::NchwcWinograd`) on the same convolution, sampled in the same
+    /// turns, so the `NCHWC` line's ratio holds on a noisy machine (separate cases are minutes
+    /// apart).
     Nchw(Kernels),
 }
 
