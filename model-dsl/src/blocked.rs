@@ -75,14 +75,17 @@ const MIN_WINOGRAD_C_IN: usize = 64;
 /// 128), 0.38-0.56 with 32 output channels, but 0.78-1.14 at 14x14, where the direct kernel
 /// stays.
 pub fn winograd(g: &Graph, i: usize) -> bool {
-    conv2d(g, i).is_some_and(|p| {
-        let whole = |c: usize| c > 0 && c.is_multiple_of(nchwc::BLOCK);
-        p.is_winograd_shape()
-            && whole(p.c_in)
-            && whole(p.c_out)
-            && p.c_in >= MIN_WINOGRAD_C_IN
-            && p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
-    })
+    conv2d(g, i).is_some_and(|p| winograd_geom(&p))
+}
+
+/// [`winograd`] on the convolution's geometry.
+fn winograd_geom(p: &kiln_kernels::Conv2d) -> bool {
+    let whole = |c: usize| c > 0 && c.is_multiple_of(nchwc::BLOCK);
+    p.is_winograd_shape()
+        && whole(p.c_in)
+        && whole(p.c_out)
+        && p.c_in >= MIN_WINOGRAD_C_IN
+        && p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
 }
 
 /// Most input x output channels of a layer the blocked Winograd beats the NCHW one on: its
@@ -105,7 +108,7 @@ const MAX_WINOGRAD_FILTER: usize = 128 * 128;
 /// taken) 0.97-1.34, where the NCHW GEMM takes 0.13-0.15 ms and the transformed filters (0.6
 /// MB) arrive cold from L3.
 fn winograd_pays(g: &Graph, i: usize) -> bool {
-    let Some(p) = conv2d(g, i).filter(|_| winograd(g, i)) else {
+    let Some(p) = conv2d(g, i).filter(winograd_geom) else {
         return false;
     };
     let narrow = p.c_out < nchwc::GROUP * nchwc::BLOCK;

@@ -641,9 +641,9 @@ fn main() {
             }
         }
 
-        // GEMMs are checked against the first crate's (matrixmultiply's) output,
-        // convolutions against the portable kernel's: the benchmarked one if it ran, else one
-        // untimed call.
+        // GEMMs are checked against the first crate's (matrixmultiply's) output, Winograd
+        // against the direct convolution, other convolutions against the portable kernel's:
+        // the benchmarked one if it ran, else one untimed call.
         let first_crate = contenders
             .iter()
             .position(|c| matches!(c, Contender::Crate(..)));
@@ -654,6 +654,23 @@ fn main() {
                 let mut r = vec![0.0f32; out_len];
                 let mut s = vec![0.0; p.scratch_len()];
                 run(&PORTABLE, &Op::Conv(p, act), &data, &mut s, &mut r);
+                r
+            }
+            // The blocked Winograd against the blocked direct convolution.
+            (&Op::NchwcWinograd(p, act), _) => {
+                let Data::Conv {
+                    nchwc_input,
+                    weight,
+                    bias,
+                    ..
+                } = &data
+                else {
+                    unreachable!("convolution cases hold convolution data")
+                };
+                let mut packed = vec![0.0; nchwc::packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
+                nchwc::pack_weights(p.c_out, p.c_in, p.kh, p.kw, weight, &mut packed);
+                let mut r = vec![0.0f32; out_len];
+                (PORTABLE.conv2d_nchwc)(&p, nchwc_input, &packed, Some(bias), None, act, &mut r);
                 r
             }
             _ => match contenders
