@@ -98,7 +98,7 @@ pub struct Kernels {
     /// Whether models run their blocked-layout plan on this table: the compiler plans a
     /// network twice when some of its convolutions gain from NCHW16c (once all NCHW, once with
     /// those convolutions blocked), and generated code runs the blocked one where this is set.
-    /// Set where `conv2d_nchwc` beats `conv2d` on the layers the compiler blocks (AVX-512);
+    /// Set where the blocked plans measured faster end to end (AVX-512, AVX2);
     /// `KILN_LAYOUT=blocked` or `=nchw` overrides it (tests run both plans on every ISA).
     pub blocked: bool,
     pub dense: fn(usize, usize, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]),

@@ -4,7 +4,7 @@
 //! A network whose convolutions gain from the layout is planned twice: once all NCHW, once
 //! with [`choose`]'s convolutions blocked. Both plans are compiled, and the generated `run`
 //! takes the blocked one where the kernel table says its blocked convolution is the faster
-//! (`Kernels::blocked`: the AVX-512 table; `KILN_LAYOUT` overrides it), so the layout, which
+//! (`Kernels::blocked`: the AVX-512 and AVX2 tables; `KILN_LAYOUT` overrides it), so the layout, which
 //! is fixed at compile time, still follows the ISA, which is chosen at run time. The graph is
 //! the same for both plans; this module is a side table over it (per op, per value), not a
 //! rewrite.

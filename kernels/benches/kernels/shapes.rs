@@ -232,6 +232,26 @@ const SHUFFLENET_V2_PW: [(usize, usize, usize); 7] = [
     (464, 1024, 7),
 ];
 
+/// SqueezeNet 1.0's 1x1 convolutions as `(c_in, c_out, size)`: each fire module's squeeze
+/// (to 16-64 channels, few output rows for the GEMM) and 1x1 expand, then conv10.
+const SQUEEZENET_PW: [(usize, usize, usize); 15] = [
+    (96, 16, 54),
+    (128, 16, 54),
+    (16, 64, 54),
+    (128, 32, 54),
+    (32, 128, 54),
+    (256, 32, 27),
+    (32, 128, 27),
+    (256, 48, 27),
+    (48, 192, 27),
+    (384, 48, 27),
+    (384, 64, 27),
+    (64, 256, 27),
+    (512, 64, 13),
+    (64, 256, 13),
+    (512, 1000, 13),
+];
+
 /// DenseNet-121's 1x1 convolutions as `(c_in, c_out, size)`: in each dense block the
 /// bottlenecks (`c_in -> 128`, `c_in` growing by 32 per layer: the first, a middle and the
 /// last of each block), then the transition that halves the channels (before its 2x2 average
@@ -423,6 +443,7 @@ pub fn all() -> Vec<Case> {
         ("mobilenetv2", &MOBILENET_V2_PW[..]),
         ("shufflenetv2", &SHUFFLENET_V2_PW[..]),
         ("densenet121", &DENSENET121_PW[..]),
+        ("squeezenet", &SQUEEZENET_PW[..]),
     ] {
         for &(c_in, c_out, h) in shapes {
             let layer = Layer {

@@ -32,6 +32,14 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     k.conv2d_nchwc_winograd = conv::conv2d_nchwc_winograd;
     k.to_blocked = convert::to_blocked;
     k.from_blocked = convert::from_blocked;
+    // The blocked plans end to end, against the NCHW ones on this table (AMD EPYC Zen 4 under
+    // `KILN_ISA=avx2`, pinned A/B in turns, 9 rounds): DenseNet-121 0.866, ResNet-18 0.931,
+    // Inception-v2 0.963, VGG-19 0.963, ResNet-50 0.992, SqueezeNet 1.014 (geomean of the
+    // seven benchmark networks 0.97). The blocked Winograd is what gains (1.3-1.5x the NCHW
+    // one, Intel Xeon 207); the direct blocked convolution, one block by six pixels here, is
+    // slower than this table's GEMM (median 0.82), but the layers the compiler blocks for it
+    // are few. docs/performance.md, "The blocked plans on AVX2".
+    k.blocked = true;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
         conv2d: conv::conv2d_par,
