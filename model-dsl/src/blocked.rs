@@ -16,12 +16,13 @@
 //! 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too little to pay
 //! for their conversions, see [`pays`]); and 3x3 stride-1 layers of whole blocks, at least 64
 //! channels in, on maps of at least 28x28, with at most 128 x 128 channels, fewer than four
-//! output blocks or run through im2col in NCHW ([`winograd_pays`]; wider Winograd layers stay
-//! on the NCHW Winograd) — and of those, the ones whose gain outweighs the conversions at the
-//! edges of their region ([`choose`]: a static estimate in multiply-adds, greedy). A blocked
-//! 3x3 stride-1 layer of at least 64 channels in on a map of at least 28x28 runs through the
-//! blocked Winograd convolution (`nchwc::winograd`, [`winograd`]), every other one through the
-//! direct `conv2d_nchwc`.
+//! output blocks (then on maps down to 14x14) or run through im2col in NCHW
+//! ([`winograd_pays`]; wider Winograd layers stay on the NCHW Winograd) — and of those, the
+//! ones whose gain outweighs the conversions at the edges of their region ([`choose`]: a
+//! static estimate in multiply-adds, greedy). A blocked 3x3 stride-1 layer of at least 64
+//! channels in on a map of at least 28x28 (14x14 with fewer than four output blocks) runs
+//! through the blocked Winograd convolution (`nchwc::winograd`, [`winograd`]), every other one
+//! through the direct `conv2d_nchwc`.
 //!
 //! **Which values.** A value is stored blocked when its producer is a blocked convolution and
 //! every reader is one too (as its input or its residual), and it is not an output. Every
@@ -69,7 +70,7 @@ const MIN_WINOGRAD_C_IN: usize = 64;
 /// Whether conv op `i`, if blocked, runs through the blocked Winograd convolution
 /// (`nchwc::winograd`) rather than the direct one: a 3x3 stride-1 layer of whole input and
 /// output blocks, at least [`MIN_WINOGRAD_C_IN`] input channels, on a map of at least
-/// [`MIN_WINOGRAD_PIXELS`]. In a timing loop over the two
+/// [`MIN_WINOGRAD_PIXELS`] ([`MIN_NARROW_WINOGRAD_PIXELS`] if [`narrow`]). In a timing loop over the two
 /// blocked kernels (one core, Intel Xeon 207, warm and with 16 MB written between runs) the
 /// Winograd one took 0.63-0.81 of the direct one's time at 28x28 and 56x56 (64 -> 64, 128 ->
 /// 128), 0.38-0.56 with 32 output channels, but 0.78-1.14 at 14x14, where the direct kernel
@@ -85,8 +86,24 @@ fn winograd_geom(p: &kiln_kernels::Conv2d) -> bool {
         && whole(p.c_in)
         && whole(p.c_out)
         && p.c_in >= MIN_WINOGRAD_C_IN
-        && p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
+        && (p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
+            || (narrow(p) && p.out_h * p.out_w >= MIN_NARROW_WINOGRAD_PIXELS))
 }
+
+/// Fewer than four output blocks: a layer whose NCHW Winograd or GEMM wastes most of its
+/// micro-tile on the few output channels (DenseNet-121's 128 -> 32).
+fn narrow(p: &kiln_kernels::Conv2d) -> bool {
+    p.c_out < nchwc::GROUP * nchwc::BLOCK
+}
+
+/// Smallest output map (pixels) on which a [`narrow`] convolution runs through the blocked
+/// Winograd: DenseNet-121's 24 layers 128 -> 32 at 14x14 too. Kernel bench (AMD EPYC Zen 4,
+/// AVX-512, warm): 148 GFLOP/s against the im2col GEMM's 91; in the network, where the
+/// transformed filters (0.6 MB a layer, four times the direct ones) come from L3, DenseNet-121
+/// ran in 0.976-0.986 of its time with them blocked (pinned A/B in turns, three runs of 11-15
+/// rounds). At 7x7 (its last 16 layers; 1.24x in the kernel bench) two runs disagreed (0.99
+/// and 1.03 of the 14x14 rule's time): not taken.
+const MIN_NARROW_WINOGRAD_PIXELS: usize = 14 * 14;
 
 /// Most input x output channels of a layer the blocked Winograd beats the NCHW one on: its
 /// 36 products re-pack each point's `ci x co` filters for every block of tiles, which the
@@ -104,16 +121,16 @@ const MAX_WINOGRAD_FILTER: usize = 128 * 128;
 /// NCHW runs through im2col (the direct blocked rule's layers). Measured per layer in
 /// DenseNet-121 before the SIMD transforms (two `--features profile` servers in turns,
 /// `KILN_LAYOUT=nchw` against `=blocked`, conversions included; Intel Xeon 207): 0.74-0.87
-/// of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74 at 28x28 (NCHW GEMM); at 14x14 (not
-/// taken) 0.97-1.34, where the NCHW GEMM takes 0.13-0.15 ms and the transformed filters (0.6
-/// MB) arrive cold from L3.
+/// of the NCHW time at 56x56 (NCHW Winograd), 0.69-0.74 at 28x28 (NCHW GEMM); at 14x14
+/// 0.97-1.34, where the NCHW GEMM takes 0.13-0.15 ms and the transformed filters (0.6 MB)
+/// arrive cold from L3 (taken since the SIMD transforms, on AMD EPYC Zen 4's measurement:
+/// [`MIN_NARROW_WINOGRAD_PIXELS`]).
 fn winograd_pays(g: &Graph, i: usize) -> bool {
     let Some(p) = conv2d(g, i).filter(winograd_geom) else {
         return false;
     };
-    let narrow = p.c_out < nchwc::GROUP * nchwc::BLOCK;
     let small = p.c_in * p.c_out <= MAX_WINOGRAD_FILTER;
-    narrow || small || crate::layout::conv_algo(g, &g.ops[i]) == Some(ConvAlgo::Im2col)
+    narrow(&p) || small || crate::layout::conv_algo(g, &g.ops[i]) == Some(ConvAlgo::Im2col)
 }
 
 /// Whether op `i` gains from running blocked on its own (the rule at the top of the module).

@@ -2,7 +2,8 @@
 //! own merit (`blocked::winograd_pays`): a ResNet bottleneck's 64 -> 64 at 56x56 runs blocked
 //! (converted on the way in and out: its neighbours are 1x1 layers, which stay NCHW), a 256
 //! -> 256 one on the same map stays on the NCHW Winograd (the blocked one re-packs each
-//! point's wide filters per block of tiles and was no faster there).
+//! point's wide filters per block of tiles and was no faster there); a DenseNet layer's 128 ->
+//! 32 runs blocked down to 14x14 maps, not on 7x7 ones.
 
 use kiln_dsl::syntax::NetworkDef;
 
@@ -35,4 +36,27 @@ fn a_bottleneck_runs_its_3x3_layer_through_the_blocked_winograd() {
         convs[0].contains("fm<64xf32[56,56]> -> fm<64xf32[56,56]> (winograd F(4x4,3x3))"),
         "{convs:#?}"
     );
+}
+
+/// The blocked convolutions of a DenseNet-121 layer (1x1 bottleneck to 128, then 3x3 to 32)
+/// on a `size` x `size` map.
+fn dense_layer(size: usize) -> Vec<String> {
+    let size = proc_macro2::Literal::usize_unsuffixed(size);
+    blocked_convs(quote::quote! {
+        net Dense(x: fm<256xf32[#size,#size]>) -> fm<32xf32[#size,#size]> {
+            let a = conv2d(x, b: weights<256 -> 1x1xf32 -> 128>).relu();
+            conv2d(a, c: weights<128 -> 3x3xf32 -> 32>, pad = 1)
+        }
+    })
+}
+
+#[test]
+fn narrow_layers_run_blocked_down_to_14x14() {
+    let convs = dense_layer(14);
+    assert_eq!(convs.len(), 1, "{convs:#?}");
+    assert!(
+        convs[0].contains("fm<128xf32[14,14]> -> fm<32xf32[14,14]> (winograd F(4x4,3x3))"),
+        "{convs:#?}"
+    );
+    assert_eq!(dense_layer(7), Vec::<String>::new());
 }
