@@ -3,11 +3,11 @@
 //!
 //! A network whose convolutions gain from the layout is planned twice: once all NCHW, once
 //! with [`choose`]'s convolutions blocked. Both plans are compiled, and the generated `run`
-//! takes the blocked one where the kernel table says its blocked convolution is the faster
-//! (`Kernels::blocked`: the AVX-512 and AVX2 tables; `KILN_LAYOUT` overrides it), so the layout, which
-//! is fixed at compile time, still follows the ISA, which is chosen at run time. The graph is
-//! the same for both plans; this module is a side table over it (per op, per value), not a
-//! rewrite.
+//! takes the blocked one where the kernel table says the blocked plans are the faster
+//! (`Kernels::blocked`: the AVX-512 and AVX2 tables; `KILN_LAYOUT` overrides it), so the
+//! layout, which is fixed at compile time, still follows the ISA, which is chosen at run time.
+//! The graph is the same for both plans; this module is a side table over it (per op, per
+//! value), not a rewrite.
 //!
 //! **Which convolutions.** Those the kernel bench measured faster blocked than NCHW on
 //! AVX-512 (`resnet50/nchwc`, `blocked_over_nchw`, docs/performance.md): 2-D, one group, no
@@ -70,11 +70,11 @@ const MIN_WINOGRAD_C_IN: usize = 64;
 /// Whether conv op `i`, if blocked, runs through the blocked Winograd convolution
 /// (`nchwc::winograd`) rather than the direct one: a 3x3 stride-1 layer of whole input and
 /// output blocks, at least [`MIN_WINOGRAD_C_IN`] input channels, on a map of at least
-/// [`MIN_WINOGRAD_PIXELS`] ([`MIN_NARROW_WINOGRAD_PIXELS`] if [`narrow`]). In a timing loop over the two
-/// blocked kernels (one core, Intel Xeon 207, warm and with 16 MB written between runs) the
-/// Winograd one took 0.63-0.81 of the direct one's time at 28x28 and 56x56 (64 -> 64, 128 ->
-/// 128), 0.38-0.56 with 32 output channels, but 0.78-1.14 at 14x14, where the direct kernel
-/// stays.
+/// [`MIN_WINOGRAD_PIXELS`] ([`MIN_NARROW_WINOGRAD_PIXELS`] if [`narrow`]). In a timing loop
+/// over the two blocked kernels (one core, Intel Xeon 207, warm and with 16 MB written between
+/// runs) the Winograd one took 0.63-0.81 of the direct one's time at 28x28 and 56x56 (64 ->
+/// 64, 128 -> 128), 0.38-0.56 with 32 output channels, but 0.78-1.14 at 14x14, where the
+/// direct kernel stays (unless the layer is narrow: its alternative there is the NCHW GEMM).
 pub fn winograd(g: &Graph, i: usize) -> bool {
     conv2d(g, i).is_some_and(|p| winograd_geom(&p))
 }

@@ -38,7 +38,7 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     // seven benchmark networks 0.97). The blocked Winograd is what gains (1.3-1.5x the NCHW
     // one, Intel Xeon 207); the direct blocked convolution, one block by six pixels here, is
     // slower than this table's GEMM (median 0.82), but the layers the compiler blocks for it
-    // are few. docs/performance.md, "The blocked plans on AVX2".
+    // are few. docs/performance.md, "The blocked plans on AVX2; the blocked layout on Zen 4".
     k.blocked = true;
     k.par = Some(crate::table::ParEntries {
         gemm: gemm::gemm_par,
