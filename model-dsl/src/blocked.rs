@@ -86,8 +86,12 @@ fn winograd_geom(p: &kiln_kernels::Conv2d) -> bool {
         && whole(p.c_in)
         && whole(p.c_out)
         && p.c_in >= MIN_WINOGRAD_C_IN
-        && (p.out_h * p.out_w >= MIN_WINOGRAD_PIXELS
-            || (narrow(p) && p.out_h * p.out_w >= MIN_NARROW_WINOGRAD_PIXELS))
+        && p.out_h * p.out_w
+            >= if narrow(p) {
+                MIN_NARROW_WINOGRAD_PIXELS
+            } else {
+                MIN_WINOGRAD_PIXELS
+            }
 }
 
 /// Fewer than four output blocks: a layer whose NCHW Winograd or GEMM wastes most of its

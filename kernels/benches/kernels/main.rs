@@ -258,8 +258,7 @@ impl Data {
                     nchwc::to_blocked(p.batch, p.c_in, p.h, p.w, &input, &mut nchwc_input);
                 }
                 if let Op::Nchwc(..) = case.op {
-                    nchwc_weight = vec![0.0; nchwc::packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
-                    nchwc::pack_weights(p.c_out, p.c_in, p.kh, p.kw, &weight, &mut nchwc_weight);
+                    nchwc_weight = nchwc_packed(&p, &weight);
                 }
                 if let Op::NchwcWinograd(..) = case.op {
                     nchwc_weight = vec![0.0; nchwc::winograd::filter_len(p.c_out, p.c_in)];
@@ -298,6 +297,14 @@ impl Data {
             Data::Pool { .. } => unreachable!("pools have no GEMM"),
         }
     }
+}
+
+/// `weight` (`[c_out, c_in, kh, kw]`) packed for the direct blocked convolution
+/// (`nchwc::pack_weights`).
+fn nchwc_packed(p: &kiln_kernels::Conv2d, weight: &[f32]) -> Vec<f32> {
+    let mut packed = vec![0.0; nchwc::packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
+    nchwc::pack_weights(p.c_out, p.c_in, p.kh, p.kw, weight, &mut packed);
+    packed
 }
 
 /// Runs the case once with the kernels `k`, writing `out`.
@@ -667,8 +674,7 @@ fn main() {
                 else {
                     unreachable!("convolution cases hold convolution data")
                 };
-                let mut packed = vec![0.0; nchwc::packed_weight_len(p.c_out, p.c_in, p.kh, p.kw)];
-                nchwc::pack_weights(p.c_out, p.c_in, p.kh, p.kw, weight, &mut packed);
+                let packed = nchwc_packed(&p, weight);
                 let mut r = vec![0.0f32; out_len];
                 (PORTABLE.conv2d_nchwc)(&p, nchwc_input, &packed, Some(bias), None, act, &mut r);
                 r
