@@ -314,14 +314,36 @@ pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
     acc
 }
 
+/// How far along its row each step of an in-place tile prefetches `B` (into L2), in bytes:
+/// four full tiles on, which is the same tile of the next panel when panels are 128 columns
+/// wide, as they are for the products that read `B` in place ([`super::blis::panel_cols`]).
+///
+/// Why. An in-place tile reads `kc` rows of `B` a plane apart, 128 bytes of each, and the
+/// next tile the next 128 bytes: `kc` interleaved streams with a page or more between them,
+/// which the hardware prefetchers do not follow, so whenever `B` was not in L2 the first
+/// sliver's tiles waited on L3 or memory for every row. Fetched one panel ahead, the next
+/// panel's rows are in L2 when its first sliver starts. A 1x1 layer in a loop over 16
+/// buffers, so that every call reads memory (AMD EPYC Zen 4, GFLOP/s without -> with):
+/// 32 -> 16 at 112x112 25.5 -> 72.5, 96 -> 24 at 56x56 33.6 -> 83.3, 144 -> 24 at 56x56
+/// 31.9 -> 82.9, 128 -> 32 at 56x56 36.5 -> 74.8, 256 -> 64 at 56x56 50.9 -> 84.6,
+/// 192 -> 32 at 28x28 62 -> 95; the same loop on one buffer (inputs of 1.6-3.2 MB, larger
+/// than L2) 256 -> 64 at 56x56 87 -> 106, the others within 5 %. Two panels ahead (1024
+/// bytes) gained less on the 56x56 maps. `prefetcht1` rather than `t0`, because rows a
+/// plane apart share few L1 sets ([`super::blis::rows_collide`]'s concern for `A`). End to
+/// end in steady state (each network's activations still in L3 from the run before) it
+/// measured neutral: see docs/performance.md, "Prefetching `B` in place".
+const AHEAD_BYTES: usize = 512;
+
 /// One step of [`k_loop_strided!`]: the B row at `{b}` (unaligned loads: a row of the input
-/// starts anywhere), the rows' FMAs, then `{b}` moves to the next row (`{x}`, the stride in
-/// bytes, on).
+/// starts anywhere), a prefetch of the same row [`AHEAD_BYTES`] further on, the rows' FMAs,
+/// then `{b}` moves to the next row (`{x}`, the stride in bytes, on).
 macro_rules! strided_step {
     (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "vmovups zmm30, zmmword ptr [{b}]\n",
             "vmovups zmm31, zmmword ptr [{b} + 64]\n",
+            "prefetcht1 byte ptr [{b} + {ahead}]\n",
+            "prefetcht1 byte ptr [{b} + {ahead} + 64]\n",
             $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
             "add {b}, {x}\n",
         )
@@ -329,6 +351,7 @@ macro_rules! strided_step {
     (1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "vmovups zmm30, zmmword ptr [{b}]\n",
+            "prefetcht1 byte ptr [{b} + {ahead}]\n",
             $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
             "add {b}, {x}\n",
         )
@@ -422,6 +445,7 @@ macro_rules! k_loop_in_place {
                 l = in(reg) lda * 4,
                 b = inout(reg) t.b => _,
                 x = $($x)+,
+                ahead = const AHEAD_BYTES,
                 groups = inout(reg) t.kc / 16 => _,
                 rest = inout(reg) t.kc % 16 => _,
                 pn = inout(reg) t.a_next => _,
@@ -452,14 +476,16 @@ macro_rules! k_loop_strided_1 {
 }
 
 /// One step of [`k_loop_table!`]: the offset of B's row from the table (`{x}`, step `$s`
-/// of the group), that row's vectors at `{b}` plus the offset (unaligned loads), then the
-/// rows' FMAs.
+/// of the group), that row's vectors at `{b}` plus the offset (unaligned loads), the same row
+/// [`AHEAD_BYTES`] on prefetched, then the rows' FMAs.
 macro_rules! table_step {
     (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "mov {t:e}, dword ptr [{x} + ", $s, " * 4]\n",
             "vmovups zmm30, zmmword ptr [{b} + {t} * 4]\n",
             "vmovups zmm31, zmmword ptr [{b} + {t} * 4 + 64]\n",
+            "prefetcht1 byte ptr [{b} + {t} * 4 + {ahead}]\n",
+            "prefetcht1 byte ptr [{b} + {t} * 4 + {ahead} + 64]\n",
             $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
         )
     };
@@ -467,6 +493,7 @@ macro_rules! table_step {
         concat!(
             "mov {t:e}, dword ptr [{x} + ", $s, " * 4]\n",
             "vmovups zmm30, zmmword ptr [{b} + {t} * 4]\n",
+            "prefetcht1 byte ptr [{b} + {t} * 4 + {ahead}]\n",
             $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
         )
     };
