@@ -315,8 +315,9 @@ pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
 }
 
 /// How far along its row each step of an in-place tile prefetches `B` (into L2), in bytes:
-/// four full tiles on, which is the same tile of the next panel when panels are 128 columns
-/// wide, as they are for the products that read `B` in place ([`super::blis::panel_cols`]).
+/// four full tiles on: the same tile of the next panel when panels are 128 columns wide, as
+/// they are for most products that read `B` in place ([`super::blis::panel_cols`]), and four
+/// tiles on in the same panel when `A` is too large for them and they are 512 wide.
 ///
 /// Why. An in-place tile reads `kc` rows of `B` a plane apart, 128 bytes of each, and the
 /// next tile the next 128 bytes: `kc` interleaved streams with a page or more between them,
