@@ -5,6 +5,7 @@
 //! cargo bench -p kiln-kernels --features std --bench kernels             # everything, ~1-2 min
 //! cargo bench -p kiln-kernels --features std --bench kernels -- resnet50  # cases matching a filter
 //! KILN_BENCH_CLOCK=thread cargo bench ...                                 # thread CPU time, not wall (Linux)
+//! KILN_BENCH_COLD=1 cargo bench ... -- mobilenetv2/pw                     # operands from memory, not cache
 //! ```
 //!
 //! It needs run-time ISA detection (the `std` feature; without it the table only offers what
@@ -118,8 +119,16 @@ fn time_interleaved(budget: &Budget, fs: &mut [Box<dyn FnMut() + '_>]) -> Vec<f6
     let samples = (wanted as usize).clamp(lo, hi) | 1;
     let mut times = vec![Vec::with_capacity(samples); fs.len()];
     let clock = Clock::from_env();
-    for _ in 0..samples {
+    let mut flush = Flush::from_env();
+    if flush.is_some() {
+        // One call per sample, each after its own flush.
+        reps.fill(1);
+    }
+    for sample in 0..samples {
         for ((f, &r), t) in fs.iter_mut().zip(&reps).zip(&mut times) {
+            if let Some(flush) = &mut flush {
+                flush.run(sample);
+            }
             let start = clock.now();
             for _ in 0..r {
                 f();
@@ -128,6 +137,30 @@ fn time_interleaved(budget: &Budget, fs: &mut [Box<dyn FnMut() + '_>]) -> Vec<f6
         }
     }
     times.iter_mut().map(|t| median(t)).collect()
+}
+
+/// With `KILN_BENCH_COLD=1`, every timed call comes after an untimed write of
+/// [`Flush::BYTES`], twice the largest L3 kiln has run on, so the call finds its operands in
+/// memory rather than in cache: as a layer does whose input was written long before, or the
+/// first inference after other work. A kernel that reads rows far apart can be fast warm and
+/// several times slower cold (docs/performance.md, "Prefetching `B` in place"). Each sample is
+/// then one call, so cold runs suit cases of tens of microseconds and more.
+struct Flush(Vec<u8>);
+
+impl Flush {
+    const BYTES: usize = 64 << 20;
+
+    fn from_env() -> Option<Flush> {
+        std::env::var("KILN_BENCH_COLD")
+            .is_ok_and(|v| v == "1")
+            .then(|| Flush(vec![0; Self::BYTES]))
+    }
+
+    /// Writes the whole buffer (a different value each time, so no write is redundant).
+    fn run(&mut self, sample: usize) {
+        self.0.fill(sample as u8);
+        black_box(&mut self.0);
+    }
 }
 
 /// What a sample's time is: wall time, or with `KILN_BENCH_CLOCK=thread` (64-bit Linux) the thread's
@@ -486,6 +519,13 @@ fn main() {
         .collect();
     let names: Vec<&str> = isas.iter().map(|k| k.isa.name()).collect();
     let _ = writeln!(out, "# kiln kernel benchmark on {}, 1 thread", cpu_name());
+    if std::env::var("KILN_BENCH_COLD").is_ok_and(|v| v == "1") {
+        let _ = writeln!(
+            out,
+            "# cold caches: every timed call after writing {} MiB (KILN_BENCH_COLD=1)",
+            Flush::BYTES >> 20
+        );
+    }
     let _ = writeln!(
         out,
         "# isas run: {}; not available on this CPU: {}; portable only for cases <= {:.2} GFLOP",
