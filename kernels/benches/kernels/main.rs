@@ -140,8 +140,8 @@ fn time_interleaved(budget: &Budget, fs: &mut [Box<dyn FnMut() + '_>]) -> Vec<f6
 }
 
 /// With `KILN_BENCH_COLD=1`, every timed call comes after an untimed write of
-/// [`Flush::BYTES`], twice the largest L3 kiln has run on, so the call finds its operands in
-/// memory rather than in cache: as a layer does whose input was written long before, or the
+/// [`Flush::BYTES`] (twice the 32 MiB L3 of the AMD EPYC hosts; a CPU with a larger L3 needs
+/// more), so the call finds its operands in memory rather than in cache: as a layer does whose input was written long before, or the
 /// first inference after other work. A kernel that reads rows far apart can be fast warm and
 /// several times slower cold (docs/performance.md, "Prefetching `B` in place"). Each sample is
 /// then one call, so cold runs suit cases of tens of microseconds and more.
@@ -150,10 +150,12 @@ struct Flush(Vec<u8>);
 impl Flush {
     const BYTES: usize = 64 << 20;
 
+    fn enabled() -> bool {
+        std::env::var("KILN_BENCH_COLD").is_ok_and(|v| v == "1")
+    }
+
     fn from_env() -> Option<Flush> {
-        std::env::var("KILN_BENCH_COLD")
-            .is_ok_and(|v| v == "1")
-            .then(|| Flush(vec![0; Self::BYTES]))
+        Self::enabled().then(|| Flush(vec![0; Self::BYTES]))
     }
 
     /// Writes the whole buffer (a different value each time, so no write is redundant).
@@ -519,7 +521,7 @@ fn main() {
         .collect();
     let names: Vec<&str> = isas.iter().map(|k| k.isa.name()).collect();
     let _ = writeln!(out, "# kiln kernel benchmark on {}, 1 thread", cpu_name());
-    if std::env::var("KILN_BENCH_COLD").is_ok_and(|v| v == "1") {
+    if Flush::enabled() {
         let _ = writeln!(
             out,
             "# cold caches: every timed call after writing {} MiB (KILN_BENCH_COLD=1)",
