@@ -141,10 +141,11 @@ fn time_interleaved(budget: &Budget, fs: &mut [Box<dyn FnMut() + '_>]) -> Vec<f6
 
 /// With `KILN_BENCH_COLD=1`, every timed call comes after an untimed write of
 /// [`Flush::BYTES`] (twice the 32 MiB L3 of the AMD EPYC hosts; a CPU with a larger L3 needs
-/// more), so the call finds its operands in memory rather than in cache: as a layer does whose input was written long before, or the
-/// first inference after other work. A kernel that reads rows far apart can be fast warm and
-/// several times slower cold (docs/performance.md, "Prefetching `B` in place"). Each sample is
-/// then one call, so cold runs suit cases of tens of microseconds and more.
+/// more), so the call finds its operands in memory rather than in cache: as a layer does whose
+/// input was written long before, or the first inference after other work. A kernel that reads
+/// rows far apart can be fast warm and several times slower cold (docs/performance.md,
+/// "Prefetching `B` in place"). Each sample is then one call, so cold runs suit cases of tens
+/// of microseconds and more.
 struct Flush(Vec<u8>);
 
 impl Flush {

@@ -323,16 +323,12 @@ pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
 /// next tile the next 128 bytes: `kc` interleaved streams with a page or more between them,
 /// which the hardware prefetchers do not follow, so whenever `B` was not in L2 the first
 /// sliver's tiles waited on L3 or memory for every row. Fetched one panel ahead, the next
-/// panel's rows are in L2 when its first sliver starts. A 1x1 layer in a loop over 16
-/// buffers, so that every call reads memory (AMD EPYC Zen 4, GFLOP/s without -> with):
-/// 32 -> 16 at 112x112 25.5 -> 72.5, 96 -> 24 at 56x56 33.6 -> 83.3, 144 -> 24 at 56x56
-/// 31.9 -> 82.9, 128 -> 32 at 56x56 36.5 -> 74.8, 256 -> 64 at 56x56 50.9 -> 84.6,
-/// 192 -> 32 at 28x28 62 -> 95; the same loop on one buffer (inputs of 1.6-3.2 MB, larger
-/// than L2) 256 -> 64 at 56x56 87 -> 106, the others within 5 %. Two panels ahead (1024
-/// bytes) gained less on the 56x56 maps. `prefetcht1` rather than `t0`, because rows a
-/// plane apart share few L1 sets ([`super::blis::rows_collide`]'s concern for `A`). End to
-/// end in steady state (each network's activations still in L3 from the run before) it
-/// measured neutral: see docs/performance.md, "Prefetching `B` in place".
+/// panel's rows are in L2 when its first sliver starts: MobileNet-v2's 32 -> 16 at 112x112
+/// with its input in memory went from 25.5 to 72.5 GFLOP/s (AMD EPYC Zen 4; the other layers
+/// and the choice of distance are in docs/performance.md, "Prefetching `B` in place").
+/// `prefetcht1` rather than `t0`, because rows a plane apart share few L1 sets
+/// ([`super::blis::rows_collide`]'s concern for `A`). End to end in steady state, with each
+/// layer's input still in cache, it measured neutral.
 const AHEAD_BYTES: usize = 512;
 
 /// One step of [`k_loop_strided!`]: the B row at `{b}` (unaligned loads: a row of the input
