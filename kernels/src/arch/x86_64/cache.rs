@@ -1,6 +1,6 @@
-//! The per-core L2 size that the x86 GEMM's panel width depends on (`avx2::blis`), and
-//! whether the CPU is Intel's (which decides when the GEMM reads `B` in place), read once
-//! from CPUID.
+//! The per-core L2 size that the x86 GEMM's panel width depends on (`avx2::blis`), whether
+//! the core runs 512-bit FMAs at full width (which decides when the GEMM reads `B` in place)
+//! and whether the CPU is Intel's (which decides a pooling path), read once from CPUID.
 //!
 //! Leaf 4 (Intel) and leaf `0x8000_001D` (AMD) describe the caches in the same format: one
 //! subleaf per cache, its type and level in EAX, ways, partitions and line size in EBX, sets
@@ -39,16 +39,69 @@ static INTEL: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the CPU's vendor string (CPUID leaf 0) is `GenuineIntel`.
 ///
-/// The x86 GEMM uses it where the fastest choice measured differently on the two vendors'
-/// cores, which differ in more than their features: Intel's server cores with AVX-512 run
-/// two 512-bit FMAs per cycle, AMD's Zen 4 one, so on Intel every cycle a tile waits for
-/// memory costs twice the work (`avx2::blis::reads_in_place`).
+/// The kernels use it where the fastest choice measured differently on the two vendors'
+/// cores for a reason their features do not tell: Intel's run every shuffle on one port, so
+/// the small-plane pooling path, a permute per window tap, loses to the flat one on stride-1
+/// planes one vector wide (`simd::pool_small::takes`; on AMD Zen 4 and Zen 5 it wins). Intel's
+/// cores with AVX-512 are also [`full_width_512`].
 pub(crate) fn intel() -> bool {
     cached(&INTEL, || {
         let [_, ebx, ecx, edx] = cpuid(0, 0);
         // "GenuineIntel" in EBX, EDX, ECX order.
         1 + usize::from([ebx, edx, ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e])
     }) == 2
+}
+
+/// 0 until the first call of [`full_width_512`], then 1 (no) or 2 (yes).
+static FULL_WIDTH_512: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the core executes a 512-bit FMA at full width, two per cycle, so that a zmm tile
+/// does its FMAs in half the cycles of a ymm one: Intel's cores with AVX-512 and AMD's from
+/// Zen 5 on ([`amd_full_width`]), but not AMD Zen 4, which splits every zmm FMA over its
+/// two 256-bit pipes.
+///
+/// On such a core every cycle a tile waits for memory costs twice the work it costs on Zen 4,
+/// so the GEMM packs `B` where Zen 4 reads it in place (`avx2::blis::reads_in_place`).
+/// Measured as the FMA peak of the kernel bench's register-only loops, AVX-512 over AVX2: 2.0
+/// on Intel Xeon (family 6 models 167 and 207) and AMD EPYC Zen 5 (family 26 model 2, 230
+/// against 115 GFLOP/s), 1.0 on AMD EPYC Zen 4 (family 25 model 17).
+pub(crate) fn full_width_512() -> bool {
+    cached(&FULL_WIDTH_512, || {
+        let [_, ebx, ecx, edx] = cpuid(0, 0);
+        // "AuthenticAMD" in EBX, EDX, ECX order.
+        let amd = [ebx, edx, ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163];
+        let (family, model) = family_model();
+        1 + usize::from(intel() || (amd && amd_full_width(family, model)))
+    }) == 2
+}
+
+/// Whether an AMD core of `family` and `model` (as [`family_model`] decodes them) executes
+/// 512-bit FMAs at full width: Zen 5 (family 0x1A) and later, except Zen 5's mobile parts
+/// (Strix Point, models 0x20-0x2F, and Krackan Point, 0x60-0x6F), which AMD built with Zen 4's
+/// 256-bit datapath. Zen 4 (family 0x19) and earlier do not.
+fn amd_full_width(family: u32, model: u32) -> bool {
+    match family {
+        0x1A => !matches!(model, 0x20..=0x2F | 0x60..=0x6F),
+        f => f > 0x1A,
+    }
+}
+
+/// The display family and model from CPUID leaf 1, as Linux's `/proc/cpuinfo` shows them:
+/// the extended family is added to a base family of 0xF, and the extended model is the high
+/// nibble of the model for base families 0x6 and 0xF.
+fn family_model() -> (u32, u32) {
+    let eax = cpuid(1, 0)[0];
+    let base_family = (eax >> 8) & 0xF;
+    let base_model = (eax >> 4) & 0xF;
+    let family = match base_family {
+        0xF => base_family + ((eax >> 20) & 0xFF),
+        f => f,
+    };
+    let model = match base_family {
+        0x6 | 0xF => base_model | (((eax >> 16) & 0xF) << 4),
+        _ => base_model,
+    };
+    (family, model)
 }
 
 /// The L2 size from whichever of the two leaves the CPU implements and fills in.
@@ -95,6 +148,8 @@ fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
 
 #[cfg(all(test, feature = "std"))]
 mod tests {
+    use std::string::{String, ToString};
+
     #[test]
     fn intel_matches_proc_cpuinfo_where_linux_reports_it() {
         let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
@@ -105,6 +160,43 @@ mod tests {
         };
         assert_eq!(super::intel(), vendor.ends_with("GenuineIntel"), "{vendor}");
         assert_eq!(super::intel(), super::intel(), "the cached value is stable");
+    }
+
+    /// The first value of `key` in `/proc/cpuinfo`, if Linux reports it.
+    fn cpuinfo(key: &str) -> Option<String> {
+        let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+        let line = info
+            .lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))?;
+        Some(line.split_once(':')?.1.trim().to_string())
+    }
+
+    #[test]
+    fn family_and_model_match_proc_cpuinfo_where_linux_reports_them() {
+        let (Some(family), Some(model)) = (cpuinfo("cpu family"), cpuinfo("model")) else {
+            return;
+        };
+        let (f, m) = super::family_model();
+        assert_eq!((f.to_string(), m.to_string()), (family, model));
+        let amd = cpuinfo("vendor_id").is_some_and(|v| v == "AuthenticAMD");
+        assert_eq!(
+            super::full_width_512(),
+            super::intel() || (amd && super::amd_full_width(f, m))
+        );
+    }
+
+    #[test]
+    fn full_width_amd_cores() {
+        use super::amd_full_width;
+        assert!(
+            !amd_full_width(0x19, 0x11),
+            "Zen 4 (EPYC Genoa) splits zmm FMAs"
+        );
+        assert!(!amd_full_width(0x17, 0x31), "Zen 2 has no AVX-512 at all");
+        assert!(amd_full_width(0x1A, 0x02), "Zen 5 (EPYC Turin)");
+        assert!(amd_full_width(0x1A, 0x44), "Zen 5 (Ryzen 9000)");
+        assert!(!amd_full_width(0x1A, 0x24), "Zen 5 mobile (Strix Point)");
+        assert!(amd_full_width(0x1B, 0x00), "later families");
     }
 
     #[test]

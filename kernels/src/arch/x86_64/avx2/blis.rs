@@ -760,15 +760,24 @@ impl NextSliver {
 /// expansion (`m > k`, a short reduction over many slivers) measured up to 20 % slower in
 /// place.
 ///
-/// On Intel ([`cache::intel`](crate::arch::x86_64::cache::intel)) also only when `A` has fewer
-/// than [`INTEL_IN_PLACE_ROWS`] rows and a depth block of `B` read at its stride spans at most
-/// the L2: there the tile does its FMAs twice as fast as on Zen 4, and the in-place loop's
-/// rows, a plane apart, each on its own page, cost more than packing once the panel is reused
-/// by ten or more slivers (Intel Xeon, AVX-512, kernel bench, in place against packed, of
-/// peak: DenseNet-121's 224 -> 128 at 56x56 0.50 / 0.66, 512 -> 256 at 28x28 0.59 / 0.78,
+/// On a core that runs 512-bit FMAs at full width
+/// ([`cache::full_width_512`](crate::arch::x86_64::cache::full_width_512): Intel's, AMD's
+/// from Zen 5 on) also only when `A` has fewer than [`WIDE_IN_PLACE_ROWS`] rows, and fewer
+/// than [`WIDE_SPAN_ROWS`] if a depth block of `B` read at its stride spans more than the
+/// L2. There the tile does its FMAs twice as fast as on Zen 4, and the in-place loop's rows,
+/// a plane apart, each on its own page, cost more than packing once the panel is reused by
+/// enough slivers. Kernel bench, in place against packed, of peak, Intel Xeon (family 6 model
+/// 207): DenseNet-121's 224 -> 128 at 56x56 0.50 / 0.66, 512 -> 256 at 28x28 0.59 / 0.78,
 /// ResNet-50's 2048 -> 512 at 7x7 0.64 / 0.71, its 256 -> 64 at 56x56, whose 256 rows span
-/// 3.2 MB, 0.50 / 0.59; but MobileNet-v2's 144 -> 32 at 28x28 0.73 / 0.56, 384 -> 64 at 14x14
-/// 0.72 / 0.62, ShuffleNet-v2's 116 -> 116 at 14x14 0.68 / 0.62).
+/// 3.2 MB, 0.50 / 0.59; but MobileNet-v2's 144 -> 32 at 28x28 0.73 / 0.56, 384 -> 64 at
+/// 14x14 0.72 / 0.62. AMD EPYC Zen 5 (family 26 model 2, 1 MiB L2; both in turns in one
+/// run): packed over in place 1.03-1.12x for 128 or more rows (ResNet-50's 512 -> 128 at
+/// 28x28 1.11, 2048 -> 512 at 7x7 1.12, MobileNet-v2's 960 -> 320 at 7x7 1.11, DenseNet-121's
+/// 480 -> 128 at 28x28 1.07) and for 64 rows over a span beyond the L2 (ResNet-50's 256 -> 64
+/// at 56x56 1.11, SqueezeNet's 384 -> 64 at 27x27 1.04), but 0.85-0.95x for fewer rows over
+/// such spans (MobileNet-v2's 32 -> 16 at 112x112 0.88, 144 -> 24 at 56x56 0.89,
+/// SqueezeNet's 128 -> 16 and 128 -> 32 at 54x54 0.85 / 0.95): two to four slivers do not
+/// repay a packed panel.
 #[inline(always)]
 fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
     g: &Shared<'_>,
@@ -779,13 +788,13 @@ fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
         return None;
     }
     let ib = b.in_place(g.k, g.n)?;
-    if cache::intel() {
+    if g.m >= WIDE_SPAN_ROWS && cache::full_width_512() {
         let kc = crate::pack::depth_blocks(g.k).1;
         let span = match ib.rows {
             BRows::Stride(ldb) => kc.saturating_mul(ldb).saturating_mul(4),
             BRows::Table(_) => 0,
         };
-        if g.m >= INTEL_IN_PLACE_ROWS || span > cache::l2_bytes() {
+        if g.m >= WIDE_IN_PLACE_ROWS || span > cache::l2_bytes() {
             return None;
         }
     }
@@ -793,7 +802,10 @@ fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
 }
 
 /// See [`reads_in_place`].
-const INTEL_IN_PLACE_ROWS: usize = 128;
+const WIDE_IN_PLACE_ROWS: usize = 128;
+
+/// See [`reads_in_place`].
+const WIDE_SPAN_ROWS: usize = 64;
 
 /// [`gemm_part`] with its packed-panel buffer: at least [`packed_len`]`(kc, nc)` floats for
 /// the call's depth block `kc` and panel width `nc` (checked).
