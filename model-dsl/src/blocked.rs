@@ -14,15 +14,14 @@
 //! dilation, run on the GEMM (pointwise or im2col), channels in whole blocks of 16 (no padded
 //! lanes computed) and at least four output blocks (the kernel's step), a kernel larger than
 //! 1x1 and an output of at least 14x14 pixels (1.05-1.6x; 1x1 layers gain too little to pay
-//! for their conversions, see [`pays`]); and 3x3 stride-1 layers of whole blocks, at least 64
-//! channels in, on maps of at least 28x28, with at most 128 x 128 channels, fewer than four
-//! output blocks (then on maps down to 14x14) or run through im2col in NCHW
-//! ([`winograd_pays`]; wider Winograd layers stay on the NCHW Winograd) — and of those, the
-//! ones whose gain outweighs the conversions at the edges of their region ([`choose`]: a
-//! static estimate in multiply-adds, greedy). A blocked 3x3 stride-1 layer of at least 64
-//! channels in on a map of at least 28x28 (14x14 with fewer than four output blocks) runs
-//! through the blocked Winograd convolution (`nchwc::winograd`, [`winograd`]), every other one
-//! through the direct `conv2d_nchwc`.
+//! for their conversions, see [`pays`]); and 3x3 stride-1 layers of whole blocks on maps of
+//! at least 27x27, with at most 128 x 128 channels, fewer than four output blocks (then on
+//! maps down to 14x14) or run through im2col in NCHW ([`winograd_pays`]; wider Winograd
+//! layers stay on the NCHW Winograd) — and of those, the ones whose gain outweighs the
+//! conversions at the edges of their region ([`choose`]: a static estimate in multiply-adds,
+//! greedy). A blocked 3x3 stride-1 layer on a map of at least 27x27 (14x14 with fewer than
+//! four output blocks) runs through the blocked Winograd convolution (`nchwc::winograd`,
+//! [`winograd`]), every other one through the direct `conv2d_nchwc`.
 //!
 //! **Which values.** A value is stored blocked when its producer is a blocked convolution and
 //! every reader is one too (as its input or its residual), and it is not an output. Every
@@ -58,23 +57,27 @@ fn conv2d(g: &Graph, i: usize) -> Option<kiln_kernels::Conv2d> {
     crate::layout::conv2d_geom(g, op)
 }
 
-/// Smallest output map (pixels) on which a convolution runs through the blocked Winograd.
-const MIN_WINOGRAD_PIXELS: usize = 28 * 28;
-
-/// Fewest input channels a convolution runs through the blocked Winograd with: with fewer the
-/// 36 products are too shallow for the transforms they cost (SqueezeNet's 16 -> 64 at 54x54
-/// took 1.71x the direct blocked kernel's time, 32 -> 64 0.96x, 64 -> 64 at 28x28 0.68x; the
-/// timing loop of [`winograd`]).
-const MIN_WINOGRAD_C_IN: usize = 64;
+/// Smallest output map (pixels) on which a convolution runs through the blocked Winograd:
+/// 27x27 has the 7x7 output tiles of 4x4 that 28x28 has (SqueezeNet 1.0's fire modules).
+const MIN_WINOGRAD_PIXELS: usize = 27 * 27;
 
 /// Whether conv op `i`, if blocked, runs through the blocked Winograd convolution
 /// (`nchwc::winograd`) rather than the direct one: a 3x3 stride-1 layer of whole input and
-/// output blocks, at least [`MIN_WINOGRAD_C_IN`] input channels, on a map of at least
-/// [`MIN_WINOGRAD_PIXELS`] ([`MIN_NARROW_WINOGRAD_PIXELS`] if [`narrow`]). In a timing loop
-/// over the two blocked kernels (one core, Intel Xeon 207, warm and with 16 MB written between
-/// runs) the Winograd one took 0.63-0.81 of the direct one's time at 28x28 and 56x56 (64 ->
-/// 64, 128 -> 128), 0.38-0.56 with 32 output channels, but 0.78-1.14 at 14x14, where the
-/// direct kernel stays (unless the layer is narrow: its alternative there is the NCHW GEMM).
+/// output blocks on a map of at least [`MIN_WINOGRAD_PIXELS`] ([`MIN_NARROW_WINOGRAD_PIXELS`]
+/// if [`narrow`]). In a timing loop over the two blocked kernels (one core, Intel Xeon 207,
+/// warm and with 16 MB written between runs) the Winograd one took 0.63-0.81 of the direct
+/// one's time at 28x28 and 56x56 (64 -> 64, 128 -> 128), 0.38-0.56 with 32 output channels,
+/// but 0.78-1.14 at 14x14, where the direct kernel stays (unless the layer is narrow: its
+/// alternative there is the NCHW GEMM).
+///
+/// Any number of whole input blocks: SqueezeNet's 3x3 expansions, 16 to 64 channels in, which
+/// lost to the direct kernel before the SIMD transforms (16 -> 64 at 54x54 in 1.71x its
+/// time), now beat every other way to run them (kernel bench, warm, AMD EPYC Zen 5 family 26
+/// model 2; GFLOP/s counted as the direct convolution's, blocked Winograd / blocked direct /
+/// NCHW Winograd / NCHW im2col): 16 -> 64 at 54x54 379 / 228 / 176 / 210, 32 -> 128 at
+/// 54x54 485 / 240 / 278 / 222, at 27x27 514 / 253 / 223 / 214, 48 -> 192 at 27x27 521 /
+/// 248 / 289 / 222, 64 -> 256 at 27x27 565 / 253 / 334 / 220. End to end SqueezeNet ran in
+/// 0.879 of its time (quartiles 0.871-0.888, 21 rounds pinned in turns).
 pub fn winograd(g: &Graph, i: usize) -> bool {
     conv2d(g, i).is_some_and(|p| winograd_geom(&p))
 }
@@ -85,7 +88,6 @@ fn winograd_geom(p: &kiln_kernels::Conv2d) -> bool {
     p.is_winograd_shape()
         && whole(p.c_in)
         && whole(p.c_out)
-        && p.c_in >= MIN_WINOGRAD_C_IN
         && p.out_h * p.out_w
             >= if narrow(p) {
                 MIN_NARROW_WINOGRAD_PIXELS

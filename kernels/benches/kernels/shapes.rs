@@ -39,6 +39,10 @@ pub enum Family {
     /// The same layers (whole blocks of 16 channels) in the blocked channel layout through
     /// `conv2d_nchwc_winograd`, its `NCHWC` lines against the NCHW `conv2d_winograd`.
     NchwcWinograd,
+    /// The same layers (whole blocks of 16 channels, at least 64 out: the blocked kernel's
+    /// step) through the direct `conv2d_nchwc`, its `NCHWC` lines against the NCHW `conv2d`
+    /// (im2col), so that the three blocked and NCHW algorithms compare layer by layer.
+    Nchwc3x3,
     /// The max and average pools of SqueezeNet, Inception-v2, ResNet-50, DenseNet-121 and
     /// ShuffleNet-v2 through the table's `max_pool2d` / `avg_pool2d`.
     Pool,
@@ -51,7 +55,7 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 12] = [
+    pub const ALL: [Family; 13] = [
         Family::Gemm,
         Family::ResnetGemm,
         Family::ResnetConv,
@@ -61,6 +65,7 @@ impl Family {
         Family::Im2col3x3,
         Family::Winograd,
         Family::NchwcWinograd,
+        Family::Nchwc3x3,
         Family::Pool,
         Family::Stem,
         Family::Dense,
@@ -77,6 +82,7 @@ impl Family {
             Family::Im2col3x3 => "im2col3x3",
             Family::Winograd => "winograd3x3",
             Family::NchwcWinograd => "nchwc_winograd3x3",
+            Family::Nchwc3x3 => "nchwc3x3",
             Family::Pool => "pool",
             Family::Stem => "stem",
             Family::Dense => "dense",
@@ -323,7 +329,7 @@ const MOBILENET_V2_DW: [(usize, usize, usize); 10] = [
 /// stem), DenseNet-121 and SqueezeNet 1.0 (its expand layers), as `(network, c_in, c_out,
 /// input size)`: channel counts from 16 to 512 and maps from 7 to 224, which is what the
 /// compiler's Winograd rule is measured on.
-const CONV3X3: [(&str, usize, usize, usize); 16] = [
+const CONV3X3: [(&str, usize, usize, usize); 19] = [
     ("resnet50", 64, 64, 56),
     ("resnet50", 128, 128, 28),
     ("resnet50", 256, 256, 14),
@@ -338,7 +344,10 @@ const CONV3X3: [(&str, usize, usize, usize); 16] = [
     ("densenet121", 128, 32, 14),
     ("densenet121", 128, 32, 7),
     ("squeezenet", 16, 64, 55),
+    ("squeezenet", 32, 128, 54),
     ("squeezenet", 32, 128, 27),
+    ("squeezenet", 48, 192, 27),
+    ("squeezenet", 64, 256, 27),
     ("squeezenet", 64, 256, 13),
 ];
 
@@ -437,6 +446,13 @@ pub fn all() -> Vec<Case> {
                 family: Family::NchwcWinograd,
                 op: Op::NchwcWinograd(layer.conv(), Activation::Relu),
             });
+            if c_out >= 64 {
+                cases.push(Case {
+                    name: format!("3x3/nchwc/{net}/{}", layer.name()),
+                    family: Family::Nchwc3x3,
+                    op: Op::Nchwc(layer.conv(), Activation::Relu),
+                });
+            }
         }
     }
     for (net, shapes) in [
