@@ -10,7 +10,7 @@
 //! entry per distinct (channels, size, kernel, stride): a repeated shape would only weight the
 //! medians towards it.
 
-use kiln_kernels::{Activation, Conv2d, Pool2d};
+use kiln_kernels::{nchwc, Activation, Conv2d, Pool2d};
 
 /// Which group of cases a case belongs to; the summary takes medians per family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -446,7 +446,7 @@ pub fn all() -> Vec<Case> {
                 family: Family::NchwcWinograd,
                 op: Op::NchwcWinograd(layer.conv(), Activation::Relu),
             });
-            if c_out >= 64 {
+            if c_out >= nchwc::GROUP * nchwc::BLOCK {
                 cases.push(Case {
                     name: format!("3x3/nchwc/{net}/{}", layer.name()),
                     family: Family::Nchwc3x3,

@@ -45,11 +45,18 @@ static INTEL: AtomicUsize = AtomicUsize::new(0);
 /// planes one vector wide (`simd::pool_small::takes`; on AMD Zen 4 and Zen 5 it wins). Intel's
 /// cores with AVX-512 are also [`full_width_512`].
 pub(crate) fn intel() -> bool {
-    cached(&INTEL, || {
-        let [_, ebx, ecx, edx] = cpuid(0, 0);
-        // "GenuineIntel" in EBX, EDX, ECX order.
-        1 + usize::from([ebx, edx, ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e])
-    }) == 2
+    cached(&INTEL, || 1 + usize::from(vendor_is(b"GenuineIntel"))) == 2
+}
+
+/// Whether the CPU's vendor string, CPUID leaf 0's EBX, EDX and ECX in that order, is
+/// `name`.
+fn vendor_is(name: &[u8; 12]) -> bool {
+    let [_, ebx, ecx, edx] = cpuid(0, 0);
+    let mut vendor = [0u8; 12];
+    for (part, reg) in vendor.chunks_exact_mut(4).zip([ebx, edx, ecx]) {
+        part.copy_from_slice(&reg.to_le_bytes());
+    }
+    &vendor == name
 }
 
 /// 0 until the first call of [`full_width_512`], then 1 (no) or 2 (yes).
@@ -67,11 +74,9 @@ static FULL_WIDTH_512: AtomicUsize = AtomicUsize::new(0);
 /// against 115 GFLOP/s), 1.0 on AMD EPYC Zen 4 (family 25 model 17).
 pub(crate) fn full_width_512() -> bool {
     cached(&FULL_WIDTH_512, || {
-        let [_, ebx, ecx, edx] = cpuid(0, 0);
-        // "AuthenticAMD" in EBX, EDX, ECX order.
-        let amd = [ebx, edx, ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163];
         let (family, model) = family_model();
-        1 + usize::from(intel() || (amd && amd_full_width(family, model)))
+        let amd = || vendor_is(b"AuthenticAMD") && amd_full_width(family, model);
+        1 + usize::from(intel() || amd())
     }) == 2
 }
 
@@ -178,11 +183,11 @@ mod tests {
         };
         let (f, m) = super::family_model();
         assert_eq!((f.to_string(), m.to_string()), (family, model));
-        let amd = cpuinfo("vendor_id").is_some_and(|v| v == "AuthenticAMD");
-        assert_eq!(
-            super::full_width_512(),
-            super::intel() || (amd && super::amd_full_width(f, m))
-        );
+        // The vendor as Linux reports it, not as `vendor_is` reads it.
+        let vendor = cpuinfo("vendor_id").unwrap_or_default();
+        let full_width =
+            vendor == "GenuineIntel" || (vendor == "AuthenticAMD" && super::amd_full_width(f, m));
+        assert_eq!(super::full_width_512(), full_width, "{vendor} {f} {m}");
     }
 
     #[test]
