@@ -104,7 +104,8 @@ proptest! {
 /// 530 columns are one wide panel and a ragged one. Short products with more rows than depth
 /// (`k <= 128 < m`) take wide panels too: 1100 columns are two wide panels and a ragged 76
 /// (two full tiles and a dot-product rest on AVX-512), at depths on both sides of the
-/// boundary, with slivers whose row tail is balanced (100 = 7 x 12 + 8 + 8).
+/// boundary, with slivers whose row tail is balanced (100 = 7 x 12 + 8 + 8). Cores with 48 KiB
+/// of L1d cut a `k` of 385-512 into one block, not two, and 1024 into two.
 #[test]
 fn gemm_large_shapes_match_portable() {
     for (m, n, k) in [
@@ -117,6 +118,12 @@ fn gemm_large_shapes_match_portable() {
         (129, 1100, 128),
         (130, 1100, 129),
         (40, 530, 3),
+        // One 450-deep block and two 512-deep ones where the L1d takes deep blocks
+        // (48 KiB, as on Zen 5), blocks of 225 and 342 elsewhere.
+        (50, 300, 450),
+        (30, 100, 1024),
+        // Two 350-deep blocks on any core, 1.5 MB of `A` each: wide panels.
+        (1100, 530, 700),
     ] {
         let a = data(m * k, 3);
         let b = data(k * n, 4);

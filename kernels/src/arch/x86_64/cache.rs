@@ -1,4 +1,5 @@
-//! The per-core L2 size that the x86 GEMM's panel width depends on (`avx2::blis`), whether
+//! The per-core L2 size that the x86 GEMM's panel width depends on (`avx2::blis`), the L1d
+//! size its depth blocks depend on, whether
 //! the core runs 512-bit FMAs at full width (which decides when the GEMM reads `B` in place)
 //! and whether the CPU is Intel's (which decides a pooling path), read once from CPUID.
 //!
@@ -18,7 +19,16 @@ static L2: AtomicUsize = AtomicUsize::new(0);
 
 /// Bytes of L2 cache per core (data or unified).
 pub(crate) fn l2_bytes() -> usize {
-    cached(&L2, || detect().unwrap_or(L2_DEFAULT))
+    cached(&L2, || detect(2).unwrap_or(L2_DEFAULT))
+}
+
+/// The detected L1d size, 0 until the first call.
+static L1D: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of L1 data cache per core; 32 KiB, the smallest of the cores kiln's x86 kernels
+/// target, if CPUID does not say.
+pub(crate) fn l1d_bytes() -> usize {
+    cached(&L1D, || detect(1).unwrap_or(32 << 10))
 }
 
 /// `cell`'s value, computed by `f` (never 0) on the first call. Every thread computes the
@@ -109,19 +119,21 @@ fn family_model() -> (u32, u32) {
     (family, model)
 }
 
-/// The L2 size from whichever of the two leaves the CPU implements and fills in.
-fn detect() -> Option<usize> {
+/// The size of the level-`level` data (or unified) cache from whichever of the two leaves the
+/// CPU implements and fills in.
+fn detect(level: u32) -> Option<usize> {
     let max_basic = cpuid(0, 0)[0];
     let max_ext = cpuid(0x8000_0000, 0)[0];
     // AMD returns zeros for leaf 4, so trying it first is harmless there.
     [(max_basic >= 4, 4), (max_ext >= 0x8000_001D, 0x8000_001D)]
         .into_iter()
         .filter(|&(implemented, _)| implemented)
-        .find_map(|(_, leaf)| l2_in(leaf))
+        .find_map(|(_, leaf)| size_in(leaf, level))
 }
 
-/// The L2 entry of cache-description leaf `leaf`, if it lists one.
-fn l2_in(leaf: u32) -> Option<usize> {
+/// The size of the level-`level` data or unified cache in cache-description leaf `leaf`, if
+/// it lists one.
+fn size_in(leaf: u32, want: u32) -> Option<usize> {
     for sub in 0..16 {
         let [eax, ebx, ecx, _] = cpuid(leaf, sub);
         let kind = eax & 0x1f;
@@ -130,7 +142,7 @@ fn l2_in(leaf: u32) -> Option<usize> {
         }
         let level = (eax >> 5) & 0x7;
         // Type 1 is a data cache, 3 a unified one.
-        if level == 2 && (kind == 1 || kind == 3) {
+        if level == want && (kind == 1 || kind == 3) {
             let field =
                 |v: u32, shift: u32, bits: u32| ((v >> shift) & ((1 << bits) - 1)) as usize + 1;
             let (line, partitions, ways) =
@@ -213,19 +225,39 @@ mod tests {
             "implausible L2 size {l2}"
         );
         // Linux reads the same CPUID leaves, so where it exposes them the sizes agree.
-        let Ok(level) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/level")
-        else {
-            return;
-        };
-        let size = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/size")
-            .expect("index2 has a size");
-        if level.trim() == "2" {
-            let kib: usize = size
-                .trim()
-                .trim_end_matches('K')
-                .parse()
-                .expect("size in KiB");
+        if let Some(kib) = sysfs_cache_kib(2, "Unified") {
             assert_eq!(l2, kib << 10);
         }
+    }
+
+    #[test]
+    fn l1d_matches_sysfs_where_linux_reports_it() {
+        let l1d = super::l1d_bytes();
+        assert_eq!(l1d, super::l1d_bytes(), "the cached value is stable");
+        assert!(
+            (16 << 10..=256 << 10).contains(&l1d),
+            "implausible L1d size {l1d}"
+        );
+        if let Some(kib) = sysfs_cache_kib(1, "Data") {
+            assert_eq!(l1d, kib << 10);
+        }
+    }
+
+    /// The size in KiB of cpu0's level-`level` cache of type `kind` as Linux lists it under
+    /// `/sys/devices/system/cpu/cpu0/cache/index*`, if it does.
+    fn sysfs_cache_kib(level: u32, kind: &str) -> Option<usize> {
+        (0..8).find_map(|i| {
+            let dir = std::format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let read = |f: &str| std::fs::read_to_string(std::format!("{dir}/{f}")).ok();
+            let found = read("level")?.trim() == level.to_string() && read("type")?.trim() == kind;
+            found.then(|| {
+                read("size")
+                    .expect("a listed cache has a size")
+                    .trim()
+                    .trim_end_matches('K')
+                    .parse()
+                    .expect("size in KiB")
+            })
+        })
     }
 }

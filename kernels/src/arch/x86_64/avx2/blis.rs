@@ -30,7 +30,7 @@
 //! there, the panels are four times wider so that `A` streams from L3 fewer times
 //! ([`panel_cols`], with the L2 size from CPUID). Either panel lives on the stack, in a frame
 //! sized for the call ([`with_panel`]): at most [`PANEL_LEN`] floats plus the sliver buffer,
-//! about 790 KiB in all, no heap. The next sliver's rows are prefetched during the last tiles
+//! about 800 KiB in all, no heap. The next sliver's rows are prefetched during the last tiles
 //! of the current one ([`NextSliver`]), and the packers prefetch the rows of `B` they will read
 //! next: both are streams of short bursts far apart in memory that the hardware prefetchers
 //! pick up too late.
@@ -59,7 +59,8 @@ use crate::Activation;
 /// Deeper blocks mean fewer passes over C (each depth block after the first reads C back)
 /// and less per-call overhead; measured on Zen 3, 384 beat 256 and 512 (with the panel's
 /// size fixed, a deeper block is a narrower panel, and A is copied once per panel). Defined
-/// in [`crate::pack`], because pre-packed convolution weights are laid out by it.
+/// in [`crate::pack`], because pre-packed convolution weights are laid out by it. An `A` that
+/// is not pre-packed goes deeper where the L1d allows ([`KC_DEEP`]).
 pub(crate) use crate::pack::KC;
 
 /// Columns of the widest packed panel: a multiple of both ISAs' `NR` (16 and 32). With
@@ -70,11 +71,50 @@ pub(crate) const NC_MAX: usize = 512;
 /// Columns of a narrow panel, used when `A`'s depth block fits in half the L2.
 const NC_MIN: usize = 128;
 
-/// Floats in the packed-panel stack buffer, 768 KiB. This, the sliver (18 KiB) and the
-/// convolution packer's row (2 KiB) are the whole stack cost of a GEMM, about 790 KiB plus
-/// locals: threads that run models need stacks of 1 MiB or more (Rust's default for spawned
+/// Floats in the packed-panel stack buffer, 768 KiB. This, the sliver buffer (24 KiB, for
+/// [`KC_DEEP`]) and the convolution packer's row (2 KiB) are the whole stack cost of a GEMM,
+/// about 800 KiB plus locals: threads that run models need stacks of 1 MiB or more (Rust's default for spawned
 /// threads is 2 MiB).
 pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
+
+/// Depth of a block of an `A` that is not pre-packed ([`Gemm::a_blocked`] false), on cores
+/// whose L1d holds such a sliver in half of it ([`deep_blocks`]).
+///
+/// Why deeper there. A deeper block is fewer passes over `C` and fewer tile epilogues per
+/// flop, and the `A` sliver, copied or read in place, serves more steps per copy; it is held
+/// back only by the L1d, which must keep the sliver while the micro-panels stream through.
+/// With 48 KiB of L1d a 12 x 512 sliver (24 KiB) fits in half: the kernel bench on AMD EPYC
+/// Zen 5 (48 KiB L1d, AVX-512), the two depths in turns in one process, measured 512 over 384
+/// at 1.03-1.04x for 512^3, 1.01-1.02x for 1024^3 and 1.06-1.08x for 2048^3 (docs/performance.md,
+/// "Deeper depth blocks"). Pre-packed weights keep [`KC`]: their layout is fixed before the
+/// CPU is known (at compile time for embedded weights).
+const KC_DEEP: usize = 512;
+
+/// Columns of a panel of [`KC_DEEP`]-deep blocks: 512 KiB, half a 1 MiB L2, like the
+/// [`KC`]-deep panels of [`NC_MAX`] columns (which at this depth would fill all of it).
+const NC_DEEP: usize = 256;
+
+// A deep panel fits the largest stack frame, and deep blocks are deeper.
+const _: () = assert!(KC_DEEP * NC_DEEP <= PANEL_LEN && KC_DEEP > KC);
+
+/// Whether `A`'s depth blocks may be [`KC_DEEP`] deep for a micro-kernel of `mr` rows on a
+/// core with `l1d` bytes of L1 data cache: the sliver takes at most half of an L1d of at least
+/// 48 KiB. Cores with 32 KiB (Zen 3, Zen 4, and Intel's before Ice Lake) keep [`KC`], which
+/// measured best on Zen 3.
+fn deep_blocks(l1d: usize, mr: usize) -> bool {
+    l1d >= 48 << 10 && mr * KC_DEEP * core::mem::size_of::<f32>() <= l1d / 2
+}
+
+/// `(blocks, kc)`: `k` in equal depth blocks of at most [`KC`], or of [`KC_DEEP`] if `A` is
+/// not pre-packed and the core has the L1d for it ([`deep_blocks`]); `k = 0` is one empty
+/// block.
+fn depth_blocks(k: usize, a_blocked: bool, mr: usize) -> (usize, usize) {
+    if a_blocked || !deep_blocks(crate::arch::x86_64::cache::l1d_bytes(), mr) {
+        return crate::pack::depth_blocks(k);
+    }
+    let blocks = k.div_ceil(KC_DEEP).max(1);
+    (blocks, k.div_ceil(blocks))
+}
 
 /// Columns per packed panel for a GEMM with `m` rows and depth blocks of `kc`.
 ///
@@ -96,6 +136,9 @@ pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 fn panel_cols(m: usize, kc: usize) -> usize {
     /// The deepest block counted as short.
     const SHORT_KC: usize = 128;
+    if kc > KC {
+        return NC_DEEP;
+    }
     let a_block = m
         .saturating_mul(kc)
         .saturating_mul(core::mem::size_of::<f32>());
@@ -116,7 +159,7 @@ struct PanelBuf<const CAP: usize>([MaybeUninit<f32>; CAP]);
 
 /// The stack buffer for one sliver of `A`.
 #[repr(C, align(64))]
-struct SliverBuf([f32; MR_MAX * KC]);
+struct SliverBuf([f32; MR_MAX * KC_DEEP]);
 
 /// How the epilogue's bias is indexed.
 #[derive(Clone, Copy, Debug)]
@@ -558,7 +601,7 @@ pub(crate) unsafe fn gemm_par<K: MicroKernel<NR>, const NR: usize, B: PackB + Sy
         // SAFETY: forwarded from the caller.
         return unsafe { gemm::<K, NR, B>(g, b) };
     }
-    let split = Split::new(g.m, g.n, g.k, K::MR, par.threads());
+    let split = Split::new(g.m, g.n, g.k, g.a_blocked, K::MR, par.threads());
     let shared = Shared::from(g);
     par.run(split.tasks(), &|task| {
         // SAFETY: the caller guarantees the CPU features; `Parallel` runs each task once, and
@@ -628,11 +671,18 @@ impl Split {
     /// two threads idle 0-4 % of a job (`Threads::stats`; up to sixteen parts per thread
     /// measured the same as four), so there is little tail to shorten and per-part costs to
     /// add.
-    pub(crate) fn new(m: usize, n: usize, k: usize, mr: usize, threads: usize) -> Split {
+    pub(crate) fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        a_blocked: bool,
+        mr: usize,
+        threads: usize,
+    ) -> Split {
         if threads <= 1 {
             return Split::ONE;
         }
-        let panel_nc = panel_cols(m, crate::pack::depth_blocks(k).1);
+        let panel_nc = panel_cols(m, depth_blocks(k, a_blocked, mr).1);
         let cols = n.div_ceil(panel_nc).clamp(1, 4 * threads);
         let enough = 2 * threads;
         // Only the last row part holds the rows' ragged tail, and it keeps at least two
@@ -674,7 +724,7 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     task: usize,
     split: Split,
 ) {
-    let kc_step = crate::pack::depth_blocks(g.k).1;
+    let kc_step = depth_blocks(g.k, g.a_blocked, K::MR).1;
     let used = if reads_in_place::<K, NR, B>(g, b).is_some() {
         0
     } else {
@@ -858,9 +908,9 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
     let mr = K::MR;
     assert!(mr <= MR_MAX && NC_MAX.is_multiple_of(NR) && NC_MIN.is_multiple_of(NR));
 
-    // Equal depth blocks of at most KC; k = 0 still runs one (empty) block so that C gets
+    // Equal depth blocks of at most KC (or KC_DEEP); k = 0 still runs one (empty) block so that C gets
     // its zeros and epilogue.
-    let (blocks, kc_step) = crate::pack::depth_blocks(k);
+    let (blocks, kc_step) = depth_blocks(k, a_blocked, mr);
     let panel_nc = panel_cols(m, kc_step);
     // This task's rows `row0..m_end` and columns `jc..n_end` (whole slivers, whole panels;
     // `Split::new` counted panels of the same width).
@@ -894,8 +944,8 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
         // SAFETY: zeroing all of the buffer's floats makes the slice initialised.
         unsafe {
             let p = sliver_buf.as_mut_ptr().cast::<f32>();
-            core::ptr::write_bytes(p, 0, MR_MAX * KC);
-            core::slice::from_raw_parts_mut(p, MR_MAX * KC)
+            core::ptr::write_bytes(p, 0, MR_MAX * KC_DEEP);
+            core::slice::from_raw_parts_mut(p, MR_MAX * KC_DEEP)
         }
     } else {
         &mut []
@@ -1169,7 +1219,16 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::rows_collide;
+    use super::{deep_blocks, rows_collide};
+
+    #[test]
+    fn only_cores_with_48_kib_of_l1d_take_deep_blocks() {
+        // Zen 5 and Intel since Ice Lake: both micro-kernels (12 and 6 rows).
+        assert!(deep_blocks(48 << 10, 12) && deep_blocks(48 << 10, 6));
+        // Zen 3 and Zen 4 keep KC, even for AVX2's 6-row sliver, which would fit.
+        assert!(!deep_blocks(32 << 10, 12) && !deep_blocks(32 << 10, 6));
+        assert!(!deep_blocks(0, 1));
+    }
 
     #[test]
     fn only_strides_that_stack_rows_in_one_set_collide() {
