@@ -25,8 +25,9 @@
 //! ```
 //!
 //! A 7x7 stem whose output channels are a multiple of 64 (ResNet's, DenseNet-121's and
-//! Inception-v2's) runs [`super::stem_lanes`] instead, which keeps the output channels along the
-//! lanes; this kernel takes the others (SqueezeNet 1.0's 3 -> 96, the 3x3 stems).
+//! Inception-v2's), or of 32 on AMD Zen 5 (SqueezeNet 1.0's 3 -> 96 too), runs
+//! [`super::stem_lanes`] instead, which keeps the output channels along the lanes; this kernel
+//! takes the others (SqueezeNet 1.0's 3 -> 96 elsewhere, the 3x3 stems).
 //!
 //! **Why.** As a GEMM the stem is `W[c_out, 27] * im2col[27, oh*ow]`: a reduction of 27, so
 //! the tiles spend much of their time loading, storing and finishing `C` rather than in FMAs,
@@ -53,7 +54,7 @@
 use super::depthwise_stride2::{load_masks_n, reads_outside_k, taps_n};
 use super::eltwise;
 use super::math::{specialise_cheap, Act, Ident};
-use super::stem_lanes::{self, StemLanes, R_TAKEN, V_TAKEN};
+use super::stem_lanes::{self, Shape, StemLanes};
 use super::vector::{array, Job, Simd};
 use crate::arch::portable::epilogue::add_residual;
 use crate::pack::depth_blocks;
@@ -191,16 +192,23 @@ fn by_shape<S: Simd + Sync, A: Act<S> + Sync>(
         };
     }
     let c_out = g.c_out;
-    if stem_lanes::takes(S::LANES, g.k, c_out) {
-        return par.run(tasks, &|t| {
-            let rows = t * g.oh / tasks..(t + 1) * g.oh / tasks;
-            s.vectorize(StemLanes::<'_, '_, A, V_TAKEN, R_TAKEN, 7> {
-                conv,
-                act,
-                out,
-                rows,
+    macro_rules! lanes_job {
+        ($v:literal, $r:literal) => {
+            par.run(tasks, &|t| {
+                let rows = t * g.oh / tasks..(t + 1) * g.oh / tasks;
+                s.vectorize(StemLanes::<'_, '_, A, $v, $r, 7> {
+                    conv,
+                    act,
+                    out,
+                    rows,
+                })
             })
-        });
+        };
+    }
+    match stem_lanes::takes(S::LANES, g.k, c_out) {
+        Some(Shape::Wide) => return lanes_job!(4, 4),
+        Some(Shape::Tall) => return lanes_job!(2, 8),
+        None => {}
     }
     if c_out.is_multiple_of(16) {
         job!(16, 1)

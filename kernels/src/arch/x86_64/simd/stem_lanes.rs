@@ -1,6 +1,7 @@
 //! The stem with the output channels along the lanes: the path [`super::stem`] takes for a 7x7
 //! stride-2 stem whose output channels are a multiple of 64 (ResNet's, DenseNet-121's and
-//! Inception-v2's 3 -> 64 on 224x224).
+//! Inception-v2's 3 -> 64 on 224x224), and on AMD's full-width AVX-512 cores (Zen 5) of 32
+//! (SqueezeNet 1.0's 3 -> 96 too), in tiles of 32 channels by 8 pixels there ([`Shape`]).
 //!
 //! Algorithm sketch (NCHW, one image; `L = 16` lanes; a tile is `R` output pixels of one row by
 //! `V` vectors of output channels, weights in blocks of `16 V` channels):
@@ -32,7 +33,8 @@
 //! (64 shuffles per 256 outputs, against `16 * 9` to `16 * 49` FMAs per output vector) and
 //! the copy of the input rows into zero-padded rows (the window's edges need no masks).
 //!
-//! **The tile and the rule.** 64 channels by 4 pixels: 16 accumulators, four weight vectors
+//! **The tile and the rule.** 64 channels by 4 pixels ([`Shape::Wide`]; Zen 5's is
+//! [`Shape::Tall`]): 16 accumulators, four weight vectors
 //! and a broadcast, 8 loads per 16 FMAs. For each block of channels the output columns go in
 //! groups of 16, each group's tiles then its 16 x 16 transposes, so that the stores spread over
 //! the computation (a transpose of the whole segment at its end stalled on a full store buffer:
@@ -62,17 +64,46 @@ const ROW: usize = 2 * SEG + 8;
 /// The most padded input rows an output row reads: `c_in * 7`.
 const MAX_ROWS: usize = MAX_C_IN_7 * 7;
 
-/// Whether this path takes a stem with a `k`x`k` window and `c_out` output channels, with
-/// `lanes`-wide vectors (see the module docs for the measurements behind the rule).
-pub(super) fn takes(lanes: usize, k: usize, c_out: usize) -> bool {
-    lanes == 16 && k == 7 && c_out.is_multiple_of(16 * V_TAKEN)
+/// The tile shapes this path runs (`V` vectors of output channels by `R` output pixels; `R`
+/// divides 16, the columns of a group).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// 64 channels by 4 pixels: 8 loads per 16 FMAs.
+    Wide,
+    /// 32 channels by 8 pixels: 10 loads per 16 FMAs, but each weight vector serves 8 FMAs
+    /// instead of 4, and a block's tap-major weights (147 taps of 32 channels, 18.8 KB) stay
+    /// in a 48 KiB L1d beside the padded input rows (21 of them, 22 KB), where a 64-channel
+    /// block's (37.6 KB) streamed from L2 for every tile. On AMD EPYC Zen 5 (AVX-512, full-width
+    /// FMAs) ResNet-50's stem went from 0.74-0.78 to 0.82 of the FMA peak and SqueezeNet 1.0's
+    /// 3 -> 96, until then on [`super::stem`], from 0.76-0.77 to 0.80-0.81 (kernel bench, the two
+    /// builds in turns; docs/performance.md, "The 7x7 stems on Zen 5"). On an Intel Xeon the
+    /// same tile ran SqueezeNet's stem at 1.2-1.8x the time of [`super::stem`] (see the module
+    /// docs), and Zen 4, whose zmm FMAs take two cycles, was not measured: both keep
+    /// [`Shape::Wide`].
+    Tall,
 }
 
-/// Vectors of output channels per tile, the only tile shape [`takes`] runs: `V_TAKEN x
-/// R_TAKEN` accumulators.
-pub(super) const V_TAKEN: usize = 4;
-/// Output pixels per tile; divides 16, the columns of a group.
-pub(super) const R_TAKEN: usize = 4;
+/// The tile this path runs a stem with a `k`x`k` window and `c_out` output channels with,
+/// `lanes`-wide vectors, or `None` if it declines it (see the module docs and [`Shape`] for
+/// the measurements behind the rule).
+pub(super) fn takes(lanes: usize, k: usize, c_out: usize) -> Option<Shape> {
+    use crate::arch::x86_64::cache;
+    shape(lanes, k, c_out, cache::full_width_512() && !cache::intel())
+}
+
+/// [`takes`] on a core that does (`amd_full_width`) or does not run zmm FMAs at full width
+/// and is AMD's.
+fn shape(lanes: usize, k: usize, c_out: usize, amd_full_width: bool) -> Option<Shape> {
+    if lanes != 16 || k != 7 {
+        None
+    } else if amd_full_width && c_out.is_multiple_of(32) {
+        Some(Shape::Tall)
+    } else if c_out.is_multiple_of(64) {
+        Some(Shape::Wide)
+    } else {
+        None
+    }
+}
 
 /// Buffers aligned to a cache line, so that every staged vector is one aligned line.
 #[repr(C, align(64))]
@@ -259,5 +290,24 @@ unsafe fn tile<S: Simd, const V: usize, const R: usize, const K: usize>(
             // SAFETY: `(r * V + v) * 16 < R * 16 V` floats of `stage` (the caller's contract).
             unsafe { s.store_ptr(stage.add((r * V + v) * l), a) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shape, Shape};
+
+    #[test]
+    fn zen5_takes_32_channel_tiles_and_others_64() {
+        // ResNet-50's and SqueezeNet 1.0's stems on Zen 5; SqueezeNet's stays on `stem`
+        // elsewhere.
+        assert_eq!(shape(16, 7, 64, true), Some(Shape::Tall));
+        assert_eq!(shape(16, 7, 96, true), Some(Shape::Tall));
+        assert_eq!(shape(16, 7, 64, false), Some(Shape::Wide));
+        assert_eq!(shape(16, 7, 96, false), None);
+        assert_eq!(shape(16, 7, 48, true), None);
+        // 3x3 windows and AVX2 never.
+        assert_eq!(shape(16, 3, 64, true), None);
+        assert_eq!(shape(8, 7, 64, false), None);
     }
 }
