@@ -73,8 +73,8 @@ const NC_MIN: usize = 128;
 
 /// Floats in the packed-panel stack buffer, 768 KiB. This, the sliver buffer (24 KiB, for
 /// [`KC_DEEP`]) and the convolution packer's row (2 KiB) are the whole stack cost of a GEMM,
-/// about 800 KiB plus locals: threads that run models need stacks of 1 MiB or more (Rust's default for spawned
-/// threads is 2 MiB).
+/// about 800 KiB plus locals: threads that run models need stacks of 1 MiB or more (Rust's
+/// default for spawned threads is 2 MiB).
 pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 
 /// Depth of a block of an `A` that is not pre-packed ([`Gemm::a_blocked`] false), on cores
@@ -85,9 +85,9 @@ pub(crate) const PANEL_LEN: usize = KC * NC_MAX;
 /// back only by the L1d, which must keep the sliver while the micro-panels stream through.
 /// With 48 KiB of L1d a 12 x 512 sliver (24 KiB) fits in half: the kernel bench on AMD EPYC
 /// Zen 5 (48 KiB L1d, AVX-512), the two depths in turns in one process, measured 512 over 384
-/// at 1.03-1.04x for 512^3, 1.01-1.02x for 1024^3 and 1.06-1.08x for 2048^3 (docs/performance.md,
-/// "Deeper depth blocks"). Pre-packed weights keep [`KC`]: their layout is fixed before the
-/// CPU is known (at compile time for embedded weights).
+/// at 1.03-1.05x for 512^3, 1.01-1.05x for 1024^3 and 1.01-1.10x for 2048^3
+/// (docs/performance.md, "Zen 5 again"). Pre-packed weights keep [`KC`]: their layout is
+/// fixed before the CPU is known (at compile time for embedded weights).
 const KC_DEEP: usize = 512;
 
 /// Columns of a panel of [`KC_DEEP`]-deep blocks: 512 KiB, half a 1 MiB L2, like the
@@ -908,8 +908,8 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
     let mr = K::MR;
     assert!(mr <= MR_MAX && NC_MAX.is_multiple_of(NR) && NC_MIN.is_multiple_of(NR));
 
-    // Equal depth blocks of at most KC (or KC_DEEP); k = 0 still runs one (empty) block so that C gets
-    // its zeros and epilogue.
+    // Equal depth blocks of at most KC (or KC_DEEP); k = 0 still runs one (empty) block so
+    // that C gets its zeros and epilogue.
     let (blocks, kc_step) = depth_blocks(k, a_blocked, mr);
     let panel_nc = panel_cols(m, kc_step);
     // This task's rows `row0..m_end` and columns `jc..n_end` (whole slivers, whole panels;
