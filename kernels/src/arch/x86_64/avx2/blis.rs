@@ -97,19 +97,19 @@ const NC_DEEP: usize = 256;
 // A deep panel fits the largest stack frame, and deep blocks are deeper.
 const _: () = assert!(KC_DEEP * NC_DEEP <= PANEL_LEN && KC_DEEP > KC);
 
-/// Whether `A`'s depth blocks may be [`KC_DEEP`] deep for a micro-kernel of `mr` rows on a
-/// core with `l1d` bytes of L1 data cache: the sliver takes at most half of an L1d of at least
-/// 48 KiB. Cores with 32 KiB (Zen 3, Zen 4, and Intel's before Ice Lake) keep [`KC`], which
-/// measured best on Zen 3.
-fn deep_blocks(l1d: usize, mr: usize) -> bool {
-    l1d >= 48 << 10 && mr * KC_DEEP * core::mem::size_of::<f32>() <= l1d / 2
+/// Whether `A`'s depth blocks may be [`KC_DEEP`] deep on a core with `l1d` bytes of L1 data
+/// cache: the widest sliver (`MR_MAX` rows, 24 KiB) takes at most half of it, so 48 KiB or
+/// more (Zen 5, Intel since Ice Lake). Cores with 32 KiB (Zen 3, Zen 4, Intel's before Ice
+/// Lake) keep [`KC`], which measured best on Zen 3, for AVX2's 6-row slivers as well.
+fn deep_blocks(l1d: usize) -> bool {
+    l1d >= 2 * MR_MAX * KC_DEEP * core::mem::size_of::<f32>()
 }
 
 /// `(blocks, kc)`: `k` in equal depth blocks of at most [`KC`], or of [`KC_DEEP`] if `A` is
 /// not pre-packed and the core has the L1d for it ([`deep_blocks`]); `k = 0` is one empty
 /// block.
-fn depth_blocks(k: usize, a_blocked: bool, mr: usize) -> (usize, usize) {
-    if a_blocked || !deep_blocks(crate::arch::x86_64::cache::l1d_bytes(), mr) {
+fn depth_blocks(k: usize, a_blocked: bool) -> (usize, usize) {
+    if a_blocked || !deep_blocks(crate::arch::x86_64::cache::l1d_bytes()) {
         return crate::pack::depth_blocks(k);
     }
     let blocks = k.div_ceil(KC_DEEP).max(1);
@@ -682,7 +682,7 @@ impl Split {
         if threads <= 1 {
             return Split::ONE;
         }
-        let panel_nc = panel_cols(m, depth_blocks(k, a_blocked, mr).1);
+        let panel_nc = panel_cols(m, depth_blocks(k, a_blocked).1);
         let cols = n.div_ceil(panel_nc).clamp(1, 4 * threads);
         let enough = 2 * threads;
         // Only the last row part holds the rows' ragged tail, and it keeps at least two
@@ -724,7 +724,7 @@ pub(crate) unsafe fn gemm_part<K: MicroKernel<NR>, const NR: usize, B: PackB>(
     task: usize,
     split: Split,
 ) {
-    let kc_step = depth_blocks(g.k, g.a_blocked, K::MR).1;
+    let kc_step = depth_blocks(g.k, g.a_blocked).1;
     let used = if reads_in_place::<K, NR, B>(g, b).is_some() {
         0
     } else {
@@ -910,7 +910,7 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
 
     // Equal depth blocks of at most KC (or KC_DEEP); k = 0 still runs one (empty) block so
     // that C gets its zeros and epilogue.
-    let (blocks, kc_step) = depth_blocks(k, a_blocked, mr);
+    let (blocks, kc_step) = depth_blocks(k, a_blocked);
     let panel_nc = panel_cols(m, kc_step);
     // This task's rows `row0..m_end` and columns `jc..n_end` (whole slivers, whole panels;
     // `Split::new` counted panels of the same width).
@@ -941,11 +941,15 @@ pub(crate) unsafe fn gemm_part_in<K: MicroKernel<NR>, const NR: usize, B: PackB>
     // The sliver buffer is initialised (zeroed) only when `A` is copied at all.
     let mut sliver_buf = MaybeUninit::<SliverBuf>::uninit();
     let sliver: &mut [f32] = if copy_a {
-        // SAFETY: zeroing all of the buffer's floats makes the slice initialised.
+        // Only the floats a sliver copy writes (`mr` rows of at most `kc_step`).
+        let len = mr * kc_step;
+        assert!(len <= MR_MAX * KC_DEEP);
+        // SAFETY: the buffer holds `len` floats (checked); zeroing them makes the slice
+        // initialised.
         unsafe {
             let p = sliver_buf.as_mut_ptr().cast::<f32>();
-            core::ptr::write_bytes(p, 0, MR_MAX * KC_DEEP);
-            core::slice::from_raw_parts_mut(p, MR_MAX * KC_DEEP)
+            core::ptr::write_bytes(p, 0, len);
+            core::slice::from_raw_parts_mut(p, len)
         }
     } else {
         &mut []
@@ -1223,11 +1227,10 @@ mod tests {
 
     #[test]
     fn only_cores_with_48_kib_of_l1d_take_deep_blocks() {
-        // Zen 5 and Intel since Ice Lake: both micro-kernels (12 and 6 rows).
-        assert!(deep_blocks(48 << 10, 12) && deep_blocks(48 << 10, 6));
-        // Zen 3 and Zen 4 keep KC, even for AVX2's 6-row sliver, which would fit.
-        assert!(!deep_blocks(32 << 10, 12) && !deep_blocks(32 << 10, 6));
-        assert!(!deep_blocks(0, 1));
+        // Zen 5 and Intel since Ice Lake (48 KiB), and larger L1ds.
+        assert!(deep_blocks(48 << 10) && deep_blocks(64 << 10));
+        // Zen 3 and Zen 4 (32 KiB) keep KC; so does an unknown L1d (the 32 KiB default).
+        assert!(!deep_blocks(32 << 10) && !deep_blocks(40 << 10) && !deep_blocks(0));
     }
 
     #[test]

@@ -74,9 +74,9 @@ pub(super) enum Shape {
     /// instead of 4, and a block's tap-major weights (147 taps of 32 channels, 18.8 KB) stay
     /// in a 48 KiB L1d beside the padded input rows (21 of them, 22 KB), where a 64-channel
     /// block's (37.6 KB) streamed from L2 for every tile. On AMD EPYC Zen 5 (AVX-512, full-width
-    /// FMAs) ResNet-50's stem went from 0.74-0.78 to 0.82 of the FMA peak and SqueezeNet 1.0's
-    /// 3 -> 96, until then on [`super::stem`], from 0.76-0.77 to 0.80-0.81 (kernel bench, the two
-    /// builds in turns; docs/performance.md, "The 7x7 stems on Zen 5"). On an Intel Xeon the
+    /// FMAs) ResNet-50's stem went from 0.77 to 0.83 of the FMA peak and SqueezeNet 1.0's
+    /// 3 -> 96, until then on [`super::stem`], from 0.76 to 0.82-0.83 (kernel bench, the two
+    /// builds in turns; docs/performance.md, "Zen 5 again"). On an Intel Xeon the
     /// same tile ran SqueezeNet's stem at 1.2-1.8x the time of [`super::stem`] (see the module
     /// docs), and Zen 4, whose zmm FMAs take two cycles, was not measured: both keep
     /// [`Shape::Wide`].
