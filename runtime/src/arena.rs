@@ -7,8 +7,9 @@
 //! `split_at_mut`, re-checking the rule cheaply so that even a compiler bug cannot produce aliased
 //! `&mut` — it panics with an internal error instead.
 //!
-//! Alignment comes from a `#[repr(align(64))]` block type: owned storage is a boxed slice of
-//! blocks viewed as bytes or `f32`s through bytemuck, so no `unsafe` is needed anywhere.
+//! Alignment comes from a `#[repr(align(64))]` block type: owned storage is a slice of blocks
+//! viewed as bytes or `f32`s through bytemuck. Small buffers are boxed; large ones on Linux are
+//! fresh anonymous mappings with transparent huge pages ([`Storage`]), the only `unsafe` here.
 
 use core::fmt;
 use core::ops::Range;
@@ -26,9 +27,155 @@ const ALIGN: usize = 64;
 #[repr(C, align(64))]
 struct Block([u8; ALIGN]);
 
-/// Allocates `bytes` bytes (rounded up to whole blocks), zeroed, in one allocation.
-fn zeroed_blocks(bytes: usize) -> Box<[Block]> {
-    vec![Block::zeroed(); bytes.div_ceil(ALIGN)].into_boxed_slice()
+/// Allocates `bytes` bytes (rounded up to whole blocks), zeroed, in one allocation; aborts
+/// like `vec!` if the memory cannot be had.
+fn zeroed_blocks(bytes: usize) -> Storage {
+    let n = bytes.div_ceil(ALIGN);
+    Storage::try_zeroed(n).unwrap_or_else(|()| {
+        let layout =
+            std::alloc::Layout::array::<Block>(n).unwrap_or(std::alloc::Layout::new::<Block>());
+        std::alloc::handle_alloc_error(layout)
+    })
+}
+
+/// Owned, zeroed blocks: boxed, or on Linux, from [`MAPPED_MIN`] bytes on, an anonymous
+/// mapping of their own whose 2 MiB pages are offered transparent huge pages.
+///
+/// **Why a mapping.** Two things a boxed slice cannot give. Huge pages: the kernels read the
+/// arena's tensors along strides of whole image planes (a 1x1 convolution's operand is `c_in`
+/// rows a plane apart, 12.5 KiB for a 56x56 map; a packer reads a few floats from each of
+/// hundreds of rows), so with 4 KiB pages nearly every row is another page and another TLB
+/// miss, where a 3 MiB activation is two 2 MiB pages. The hosts kiln is measured on run Linux's
+/// transparent huge pages in `madvise` mode, where only memory that asks gets them, and the
+/// asking must come before the first touch. And untouched zeroes: the allocator's
+/// `alloc_zeroed` for a 64-byte alignment is `posix_memalign` plus a `memset` of every byte,
+/// which faulted in the whole arena in `new()`; a fresh mapping is zero until written, page by
+/// page (or 2 MiB at once). Figures in docs/performance.md, "Huge pages for the arena".
+enum Storage {
+    Boxed(Box<[Block]>),
+    #[cfg(all(target_os = "linux", not(miri)))]
+    Mapped(Mapping),
+}
+
+/// Bytes from which [`Storage`] maps instead of boxing: two huge pages, so that at least one
+/// whole one lies inside.
+#[cfg(all(target_os = "linux", not(miri)))]
+const MAPPED_MIN: usize = 2 * HUGE_PAGE;
+
+/// The size of a transparent huge page on x86_64 and on aarch64 with 4 KiB base pages.
+#[cfg(all(target_os = "linux", not(miri)))]
+const HUGE_PAGE: usize = 2 << 20;
+
+/// `blocks` blocks at `start`, inside an anonymous mapping of `len` bytes at `base`
+/// (`start` is `base` rounded up to a huge page), owned and unmapped on drop.
+#[cfg(all(target_os = "linux", not(miri)))]
+struct Mapping {
+    base: core::ptr::NonNull<libc::c_void>,
+    len: usize,
+    start: core::ptr::NonNull<Block>,
+    blocks: usize,
+}
+
+// SAFETY: a `Mapping` owns its pages exclusively, as a `Box<[Block]>` owns its allocation, and
+// hands them out only through `&self` / `&mut self`.
+#[cfg(all(target_os = "linux", not(miri)))]
+unsafe impl Send for Mapping {}
+// SAFETY: as above: shared access is read-only.
+#[cfg(all(target_os = "linux", not(miri)))]
+unsafe impl Sync for Mapping {}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base..base + len` is the mapping `Mapping::new` made, unmapped only here;
+        // no reference into it outlives `self`.
+        unsafe { libc::munmap(self.base.as_ptr(), self.len) };
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+impl Mapping {
+    /// A zeroed mapping for `blocks` blocks starting on a huge-page boundary, huge pages
+    /// asked for (best effort: a kernel without them, or with them off, refuses and leaves
+    /// 4 KiB pages); `None` if the kernel refuses the mapping.
+    fn new(blocks: usize) -> Option<Mapping> {
+        // Refused, like any allocation, beyond `isize::MAX` bytes (a slice cannot span more).
+        let len = blocks
+            .checked_mul(ALIGN)?
+            .checked_add(HUGE_PAGE)
+            .filter(|&len| len <= isize::MAX as usize)?;
+        // SAFETY: a fresh private anonymous mapping, at an address the kernel chooses: it
+        // aliases nothing.
+        let base = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let base = core::ptr::NonNull::new(base)?;
+        // The mapping is page-aligned; its first huge-page boundary is less than a huge page
+        // in, so `blocks` blocks from there end inside it.
+        let offset = base.as_ptr().addr().next_multiple_of(HUGE_PAGE) - base.as_ptr().addr();
+        // SAFETY: `offset < HUGE_PAGE <= len`: inside the mapping.
+        let start = unsafe { base.byte_add(offset) }.cast::<Block>();
+        // SAFETY: `start..base + len` lies inside the mapping, which this process owns;
+        // `MADV_HUGEPAGE` changes how the kernel backs the pages, never their contents. The
+        // result is ignored (a refusal keeps 4 KiB pages).
+        unsafe { libc::madvise(start.as_ptr().cast(), len - offset, libc::MADV_HUGEPAGE) };
+        Some(Mapping {
+            base,
+            len,
+            start,
+            blocks,
+        })
+    }
+}
+
+impl Storage {
+    /// `n` zeroed blocks, or `Err` if the memory cannot be had.
+    fn try_zeroed(n: usize) -> Result<Storage, ()> {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        if n.saturating_mul(ALIGN) >= MAPPED_MIN {
+            return Mapping::new(n).map(Storage::Mapped).ok_or(());
+        }
+        bytemuck::allocation::try_zeroed_slice_box(n).map(Storage::Boxed)
+    }
+}
+
+impl core::ops::Deref for Storage {
+    type Target = [Block];
+    fn deref(&self) -> &[Block] {
+        match self {
+            Storage::Boxed(b) => b,
+            #[cfg(all(target_os = "linux", not(miri)))]
+            // SAFETY: `blocks` blocks from `start` lie inside the mapping (`Mapping::new`),
+            // zeroed by the kernel or written through `&mut self` since: valid `Block`s (any
+            // bytes are), borrowed as long as `self`.
+            Storage::Mapped(m) => unsafe {
+                core::slice::from_raw_parts(m.start.as_ptr(), m.blocks)
+            },
+        }
+    }
+}
+
+impl core::ops::DerefMut for Storage {
+    fn deref_mut(&mut self) -> &mut [Block] {
+        match self {
+            Storage::Boxed(b) => b,
+            #[cfg(all(target_os = "linux", not(miri)))]
+            // SAFETY: as in `deref`, and `&mut self` makes the borrow exclusive.
+            Storage::Mapped(m) => unsafe {
+                core::slice::from_raw_parts_mut(m.start.as_ptr(), m.blocks)
+            },
+        }
+    }
 }
 
 /// A 64-byte-aligned byte buffer a caller can own and lend to a model on every call, so that
@@ -40,7 +187,7 @@ fn zeroed_blocks(bytes: usize) -> Box<[Block]> {
 /// assert_eq!(arena.as_bytes_mut().as_ptr() as usize % 64, 0);
 /// ```
 pub struct Arena {
-    blocks: Box<[Block]>,
+    blocks: Storage,
     len: usize,
 }
 
@@ -83,7 +230,7 @@ impl fmt::Debug for Arena {
 /// Owned, zeroed, 64-byte-aligned `f32` storage for a model's parameters or its owned arena,
 /// allocated once.
 pub struct AlignedBuf {
-    blocks: Box<[Block]>,
+    blocks: Storage,
     len: usize,
 }
 
@@ -119,9 +266,9 @@ impl AlignedBuf {
         // Whole blocks of 16 `f32`s; `div_ceil` cannot overflow, and an element count whose
         // bytes overflow `isize` is refused by the allocation below.
         let blocks = len_f32.div_ceil(ALIGN / core::mem::size_of::<f32>());
-        // `alloc_zeroed` underneath: the null pointer of a refused allocation becomes `Err`, and
-        // the pages of a large buffer are zeroed lazily by the OS.
-        let blocks = bytemuck::allocation::try_zeroed_slice_box(blocks).map_err(|()| too_large)?;
+        // A refused allocation or mapping becomes `Err`; the pages of a large buffer are zeroed
+        // lazily by the OS.
+        let blocks = Storage::try_zeroed(blocks).map_err(|()| too_large)?;
         Ok(AlignedBuf {
             blocks,
             len: len_f32,
@@ -453,6 +600,34 @@ mod tests {
             assert!(buf.as_slice().iter().all(|&v| v == 0.0));
             buf.as_mut_slice().fill(1.0);
             assert_eq!(buf.as_bytes_mut().len(), 4 * n);
+        }
+    }
+
+    /// Buffers from two huge pages on are mappings of their own, on Linux starting on a huge
+    /// page boundary: zeroed, writable to their last byte, each independent of the others,
+    /// whichever constructor made them; and unmapped again on drop (a thousand 4 MiB buffers
+    /// would not fit a 32-bit address space otherwise).
+    #[test]
+    fn large_buffers_are_huge_page_aligned_mappings() {
+        for n in [(4 << 20) / 4, (4 << 20) / 4 + 5, (9 << 20) / 4 + 3] {
+            let mut a = AlignedBuf::try_zeroed(n).unwrap();
+            let mut b = AlignedBuf::zeroed(n);
+            let mut arena = Arena::new(4 * n + 1);
+            for s in [a.as_mut_slice(), b.as_mut_slice()] {
+                assert_eq!(s.len(), n);
+                #[cfg(all(target_os = "linux", not(miri)))]
+                assert_eq!(s.as_ptr().addr() % (2 << 20), 0);
+                assert!(s.iter().all(|&v| v == 0.0));
+                s[n - 1] = 1.0;
+            }
+            assert_eq!((a.as_slice()[n - 1], b.as_slice()[0]), (1.0, 0.0));
+            let bytes = arena.as_bytes_mut();
+            assert_eq!(bytes.len(), 4 * n + 1);
+            assert!(bytes.iter().all(|&v| v == 0));
+            bytes[4 * n] = 7;
+        }
+        for _ in 0..1000 {
+            drop(AlignedBuf::zeroed((4 << 20) / 4));
         }
     }
 
