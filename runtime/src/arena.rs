@@ -66,12 +66,11 @@ const MAPPED_MIN: usize = 2 * HUGE_PAGE;
 #[cfg(all(target_os = "linux", not(miri)))]
 const HUGE_PAGE: usize = 2 << 20;
 
-/// `blocks` blocks at `start`, inside an anonymous mapping of `len` bytes at `base`
+/// `blocks` blocks at `start`, inside an anonymous mapping of [`Mapping::len`] bytes at `base`
 /// (`start` is `base` rounded up to a huge page), owned and unmapped on drop.
 #[cfg(all(target_os = "linux", not(miri)))]
 struct Mapping {
     base: core::ptr::NonNull<libc::c_void>,
-    len: usize,
     start: core::ptr::NonNull<Block>,
     blocks: usize,
 }
@@ -89,7 +88,7 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `base..base + len` is the mapping `Mapping::new` made, unmapped only here;
         // no reference into it outlives `self`.
-        unsafe { libc::munmap(self.base.as_ptr(), self.len) };
+        unsafe { libc::munmap(self.base.as_ptr(), Mapping::len(self.blocks)) };
     }
 }
 
@@ -104,6 +103,7 @@ impl Mapping {
             .checked_mul(ALIGN)?
             .checked_add(HUGE_PAGE)
             .filter(|&len| len <= isize::MAX as usize)?;
+        debug_assert_eq!(len, Mapping::len(blocks));
         // SAFETY: a fresh private anonymous mapping, at an address the kernel chooses: it
         // aliases nothing.
         let base = unsafe {
@@ -131,10 +131,15 @@ impl Mapping {
         unsafe { libc::madvise(start.as_ptr().cast(), len - offset, libc::MADV_HUGEPAGE) };
         Some(Mapping {
             base,
-            len,
             start,
             blocks,
         })
+    }
+
+    /// The bytes mapped for `blocks` blocks: theirs and a huge page of slack for the
+    /// alignment (`new` checked that this does not overflow).
+    fn len(blocks: usize) -> usize {
+        blocks * ALIGN + HUGE_PAGE
     }
 }
 

@@ -300,7 +300,7 @@ impl<S: Simd> Loads<S> {
         Loads {
             w,
             pl,
-            full: first..end.max(first),
+            full: first..end,
             mask,
         }
     }
