@@ -58,6 +58,15 @@ pub(crate) fn intel() -> bool {
     cached(&INTEL, || 1 + usize::from(vendor_is(b"GenuineIntel"))) == 2
 }
 
+/// 0 until the first call of [`amd`], then 1 (no) or 2 (yes).
+static AMD: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the CPU's vendor string (CPUID leaf 0) is `AuthenticAMD`: for the rules measured
+/// on AMD's cores only (`simd::stem_lanes::takes`), which another vendor's would not follow.
+pub(crate) fn amd() -> bool {
+    cached(&AMD, || 1 + usize::from(vendor_is(b"AuthenticAMD"))) == 2
+}
+
 /// Whether the CPU's vendor string, CPUID leaf 0's EBX, EDX and ECX in that order, is
 /// `name`.
 fn vendor_is(name: &[u8; 12]) -> bool {
@@ -85,8 +94,7 @@ static FULL_WIDTH_512: AtomicUsize = AtomicUsize::new(0);
 pub(crate) fn full_width_512() -> bool {
     cached(&FULL_WIDTH_512, || {
         let (family, model) = family_model();
-        let amd = || vendor_is(b"AuthenticAMD") && amd_full_width(family, model);
-        1 + usize::from(intel() || amd())
+        1 + usize::from(intel() || (amd() && amd_full_width(family, model)))
     }) == 2
 }
 
@@ -168,7 +176,7 @@ mod tests {
     use std::string::{String, ToString};
 
     #[test]
-    fn intel_matches_proc_cpuinfo_where_linux_reports_it() {
+    fn vendor_matches_proc_cpuinfo_where_linux_reports_it() {
         let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
             return;
         };
@@ -177,6 +185,8 @@ mod tests {
         };
         assert_eq!(super::intel(), vendor.ends_with("GenuineIntel"), "{vendor}");
         assert_eq!(super::intel(), super::intel(), "the cached value is stable");
+        assert_eq!(super::amd(), vendor.ends_with("AuthenticAMD"), "{vendor}");
+        assert_eq!(super::amd(), super::amd(), "the cached value is stable");
     }
 
     /// The first value of `key` in `/proc/cpuinfo`, if Linux reports it.

@@ -1,7 +1,8 @@
 //! The stem with the output channels along the lanes: the path [`super::stem`] takes for a 7x7
 //! stride-2 stem whose output channels are a multiple of 64 (ResNet's, DenseNet-121's and
 //! Inception-v2's 3 -> 64 on 224x224), and on AMD's full-width AVX-512 cores (Zen 5) of 32
-//! (SqueezeNet 1.0's 3 -> 96 too), in tiles of 32 channels by 8 pixels there ([`Shape`]).
+//! (SqueezeNet 1.0's 3 -> 96 too); on AMD's cores in tiles of 32 channels by 8 pixels
+//! ([`Shape`]).
 //!
 //! Algorithm sketch (NCHW, one image; `L = 16` lanes; a tile is `R` output pixels of one row by
 //! `V` vectors of output channels, weights in blocks of `16 V` channels):
@@ -33,7 +34,7 @@
 //! (64 shuffles per 256 outputs, against `16 * 9` to `16 * 49` FMAs per output vector) and
 //! the copy of the input rows into zero-padded rows (the window's edges need no masks).
 //!
-//! **The tile and the rule.** 64 channels by 4 pixels ([`Shape::Wide`]; Zen 5's is
+//! **The tile and the rule.** 64 channels by 4 pixels ([`Shape::Wide`]; AMD's is
 //! [`Shape::Tall`]): 16 accumulators, four weight vectors
 //! and a broadcast, 8 loads per 16 FMAs. For each block of channels the output columns go in
 //! groups of 16, each group's tiles then its 16 x 16 transposes, so that the stores spread over
@@ -71,16 +72,32 @@ pub(super) enum Shape {
     /// 64 channels by 4 pixels: 8 loads per 16 FMAs.
     Wide,
     /// 32 channels by 8 pixels: 10 loads per 16 FMAs, but each weight vector serves 8 FMAs
-    /// instead of 4, and a block's tap-major weights (147 taps of 32 channels, 18.8 KB) stay
-    /// in a 48 KiB L1d beside the padded input rows (21 of them, 22 KB), where a 64-channel
-    /// block's (37.6 KB) streamed from L2 for every tile. On AMD EPYC Zen 5 (AVX-512, full-width
-    /// FMAs) ResNet-50's stem went from 0.77 to 0.83 of the FMA peak and SqueezeNet 1.0's
-    /// 3 -> 96, until then on [`super::stem`], from 0.76 to 0.82-0.83 (kernel bench, the two
-    /// builds in turns; docs/performance.md, "Zen 5 again"). On an Intel Xeon the
-    /// same tile ran SqueezeNet's stem at 1.2-1.8x the time of [`super::stem`] (see the module
-    /// docs), and Zen 4, whose zmm FMAs take two cycles, was not measured: both keep
-    /// [`Shape::Wide`].
+    /// instead of 4, and a block's tap-major weights (147 taps of 32 channels, 18.8 KB) take
+    /// half the L1d room a 64-channel block's (37.6 KB) do beside the padded input rows (21 of
+    /// them, 22 KB); the latter streamed from L2 for every tile. Measured in the kernel bench,
+    /// the two builds in turns (docs/performance.md, "Zen 5 again" and "Zen 4's stems"):
+    ///
+    /// * AMD EPYC Zen 5 (AVX-512 at full width, 48 KiB L1d): ResNet-50's stem from 0.77 to
+    ///   0.83 of the FMA peak, SqueezeNet 1.0's 3 -> 96 (until then on [`super::stem`]) from
+    ///   0.76 to 0.82-0.83;
+    /// * AMD EPYC Zen 4 (zmm FMAs in two halves, 32 KiB L1d): ResNet-50's stem from 0.76-0.80
+    ///   to 0.83, but SqueezeNet 1.0's from 0.82-0.88 on [`super::stem`] to 0.80-0.84, so
+    ///   only stems of whole 64-channel blocks take it there;
+    /// * Intel Xeon: SqueezeNet's stem at 1.2-1.8x the time of [`super::stem`] (see the module
+    ///   docs), so Intel keeps [`Shape::Wide`].
     Tall,
+}
+
+/// The cores [`takes`] tells apart: the tile that won differs between them for reasons their
+/// features do not tell (see [`Shape::Tall`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Core {
+    /// AMD's cores with full-width zmm FMAs (Zen 5).
+    AmdFullWidth,
+    /// AMD's cores that split zmm FMAs in two (Zen 4).
+    AmdHalfWidth,
+    /// Intel's, and any other vendor's (unmeasured; Intel's rule).
+    Other,
 }
 
 /// The tile this path runs a stem with a `k`x`k` window and `c_out` output channels with,
@@ -88,15 +105,24 @@ pub(super) enum Shape {
 /// the measurements behind the rule).
 pub(super) fn takes(lanes: usize, k: usize, c_out: usize) -> Option<Shape> {
     use crate::arch::x86_64::cache;
-    shape(lanes, k, c_out, cache::full_width_512() && !cache::intel())
+    let core = match (cache::amd(), cache::full_width_512()) {
+        (true, true) => Core::AmdFullWidth,
+        (true, false) => Core::AmdHalfWidth,
+        (false, _) => Core::Other,
+    };
+    shape(lanes, k, c_out, core)
 }
 
-/// [`takes`] on a core that does (`amd_full_width`) or does not run zmm FMAs at full width
-/// and is AMD's.
-fn shape(lanes: usize, k: usize, c_out: usize, amd_full_width: bool) -> Option<Shape> {
+/// [`takes`] on a `core`.
+fn shape(lanes: usize, k: usize, c_out: usize, core: Core) -> Option<Shape> {
+    let tall = match core {
+        Core::AmdFullWidth => c_out.is_multiple_of(32),
+        Core::AmdHalfWidth => c_out.is_multiple_of(64),
+        Core::Other => false,
+    };
     if lanes != 16 || k != 7 {
         None
-    } else if amd_full_width && c_out.is_multiple_of(32) {
+    } else if tall {
         Some(Shape::Tall)
     } else if c_out.is_multiple_of(64) {
         Some(Shape::Wide)
@@ -320,19 +346,21 @@ fn opaque(p: *const f32) -> *const f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{shape, Shape};
+    use super::{shape, Core, Shape};
 
     #[test]
-    fn zen5_takes_32_channel_tiles_and_others_64() {
-        // ResNet-50's and SqueezeNet 1.0's stems on Zen 5; SqueezeNet's stays on `stem`
-        // elsewhere.
-        assert_eq!(shape(16, 7, 64, true), Some(Shape::Tall));
-        assert_eq!(shape(16, 7, 96, true), Some(Shape::Tall));
-        assert_eq!(shape(16, 7, 64, false), Some(Shape::Wide));
-        assert_eq!(shape(16, 7, 96, false), None);
-        assert_eq!(shape(16, 7, 48, true), None);
+    fn amd_takes_32_channel_tiles_where_measured_and_others_64() {
+        // ResNet-50's and SqueezeNet 1.0's stems on Zen 5; on Zen 4 ResNet-50's only;
+        // SqueezeNet's stays on `stem` elsewhere.
+        assert_eq!(shape(16, 7, 64, Core::AmdFullWidth), Some(Shape::Tall));
+        assert_eq!(shape(16, 7, 96, Core::AmdFullWidth), Some(Shape::Tall));
+        assert_eq!(shape(16, 7, 64, Core::AmdHalfWidth), Some(Shape::Tall));
+        assert_eq!(shape(16, 7, 96, Core::AmdHalfWidth), None);
+        assert_eq!(shape(16, 7, 64, Core::Other), Some(Shape::Wide));
+        assert_eq!(shape(16, 7, 96, Core::Other), None);
+        assert_eq!(shape(16, 7, 48, Core::AmdFullWidth), None);
         // 3x3 windows and AVX2 never.
-        assert_eq!(shape(16, 3, 64, true), None);
-        assert_eq!(shape(8, 7, 64, false), None);
+        assert_eq!(shape(16, 3, 64, Core::AmdFullWidth), None);
+        assert_eq!(shape(8, 7, 64, Core::Other), None);
     }
 }
