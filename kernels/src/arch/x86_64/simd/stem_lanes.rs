@@ -75,7 +75,7 @@ pub(super) enum Shape {
     /// instead of 4, and a block's tap-major weights (147 taps of 32 channels, 18.8 KB) take
     /// half the L1d room a 64-channel block's (37.6 KB) do beside the padded input rows (21 of
     /// them, 22 KB); the latter streamed from L2 for every tile. Measured in the kernel bench,
-    /// the two builds in turns (docs/performance.md, "Zen 5 again" and "Zen 4's stems"):
+    /// the two builds in turns (docs/performance.md, "Zen 5 again" and "Zen 4 once more"):
     ///
     /// * AMD EPYC Zen 5 (AVX-512 at full width, 48 KiB L1d): ResNet-50's stem from 0.77 to
     ///   0.83 of the FMA peak, SqueezeNet 1.0's 3 -> 96 (until then on [`super::stem`]) from
