@@ -349,8 +349,8 @@ unsafe fn store_clamped<
     let n = S::N;
     for (i, acc_row) in acc.iter().enumerate().take(R) {
         let c_row = t.c.wrapping_add(i * t.ldc);
-        // SAFETY: `bias` covers row `i < R` (the caller).
         let b = if BIAS {
+            // SAFETY: `bias` covers row `i < R` (the caller).
             unsafe { s.broadcast(bias.add(i)) }
         } else {
             s.zero()
