@@ -251,10 +251,11 @@ pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: u
     // slower (the copies crowd the registers the k loop needs) before the k loop was assembly.
     // With 8 lanes the common last block now takes `store_clamped` above, one copy per
     // (accumulate, bias) pair: on AMD EPYC Zen 3, short 1x1 expansions (K = 16-32) went from
-    // 0.74-0.90 to 0.90-1.00 of the `gemm` crate, deep ones unchanged or a little faster. The AVX-512 tile stores its
-    // rows through constant indices (`rows!`), or LLVM keeps its 24 accumulators in memory for
-    // the whole k loop; for AVX2's 12 a plain loop measured faster (0.46 of the AVX-512 peak
-    // against 0.38 through `rows!`, i.e. 0.92 against 0.76 of its own).
+    // 0.74-0.90 to 0.90-1.00 of the `gemm` crate, deep ones unchanged or a little faster.
+    // The AVX-512 tile stores its rows through constant indices (`rows!`), or LLVM keeps its
+    // 24 accumulators in memory for the whole k loop; for AVX2's 12 a plain loop measured
+    // faster (0.46 of the AVX-512 peak against 0.38 through `rows!`, i.e. 0.92 against 0.76 of
+    // its own).
     macro_rules! store_row {
         ($i:expr, $acc_row:expr) => {{
             let i: usize = $i;

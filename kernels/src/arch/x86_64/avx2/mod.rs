@@ -37,8 +37,8 @@ pub(crate) const fn upgrade(k: &mut Kernels) {
     // Inception-v2 0.963, VGG-19 0.963, ResNet-50 0.992, SqueezeNet 1.014 (geomean of the
     // seven benchmark networks 0.97); on an AVX2-only AMD EPYC Zen 3 (15 rounds) DenseNet-121
     // 0.910, SqueezeNet 0.867, Inception-v2 0.940, ResNet-18 0.931, ResNet-50 0.976 (the
-    // inverses of NCHW over blocked, docs/performance.md "Zen 3"). The blocked Winograd is what gains (1.3-1.5x the NCHW
-    // one, Intel Xeon 207); the direct blocked convolution, one block by six pixels here, is
+    // inverses of NCHW over blocked, docs/performance.md "Zen 3"). The blocked Winograd is
+    // what gains (1.3-1.5x the NCHW one, Intel Xeon 207); the direct blocked convolution, one block by six pixels here, is
     // slower than this table's GEMM (median 0.82), but the layers the compiler blocks for it
     // are few. docs/performance.md, "The blocked plans on AVX2; the blocked layout on Zen 4".
     k.blocked = true;
