@@ -294,11 +294,10 @@ proptest! {
     }
 }
 
-/// Shapes past the GEMM's cache blocks (several depth blocks and column panels, 7x7 planes
-/// with a ragged tail), which random cases reach only rarely.
-#[test]
-fn conv2d_large_shapes_match_portable() {
-    let conv = |c_in, hw, c_out, k: usize, s: usize, pad| Conv2d {
+/// One image, `c_in x hw x hw` into `c_out` channels under a `k x k` window with stride `s`
+/// and padding `pad` on every side.
+fn conv(c_in: usize, hw: usize, c_out: usize, k: usize, s: usize, pad: usize) -> Conv2d {
+    Conv2d {
         batch: 1,
         c_in,
         h: hw,
@@ -312,7 +311,13 @@ fn conv2d_large_shapes_match_portable() {
         groups: 1,
         out_h: (hw + 2 * pad - k) / s + 1,
         out_w: (hw + 2 * pad - k) / s + 1,
-    };
+    }
+}
+
+/// Shapes past the GEMM's cache blocks (several depth blocks and column panels, 7x7 planes
+/// with a ragged tail), which random cases reach only rarely.
+#[test]
+fn conv2d_large_shapes_match_portable() {
     for p in [
         conv(64, 7, 20, 3, 1, 1),
         conv(40, 15, 13, 3, 2, 1),
@@ -346,6 +351,25 @@ fn conv2d_large_shapes_match_portable() {
     ] {
         check(&p, true, Activation::Relu, 5).unwrap();
         check_res(&p, true, Activation::Relu, 6).unwrap();
+    }
+}
+
+/// Every activation, with and without a bias, on products of several depth blocks (the x86
+/// tile's last block adds C's earlier blocks before its epilogue, which for AVX2's tile is one
+/// branch-free copy per accumulate / bias case, `kern::store_clamped`) and of one short block.
+#[test]
+fn every_epilogue_on_deep_and_short_products_matches_portable() {
+    // Two depth blocks of a 1x1 and three of a strided 3x3 (k = 1152); a 24-deep expansion.
+    for p in [
+        conv(500, 9, 40, 1, 1, 0),
+        conv(128, 15, 20, 3, 2, 1),
+        conv(24, 13, 70, 1, 1, 0),
+    ] {
+        for (seed, act) in ACTS.into_iter().enumerate() {
+            for with_bias in [false, true] {
+                check(&p, with_bias, act, seed as u64).unwrap();
+            }
+        }
     }
 }
 
