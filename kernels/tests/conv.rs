@@ -356,18 +356,22 @@ fn conv2d_large_shapes_match_portable() {
 
 /// Every activation, with and without a bias, on products of several depth blocks (the x86
 /// tile's last block adds C's earlier blocks before its epilogue, which for AVX2's tile is one
-/// branch-free copy per accumulate / bias case, `kern::store_clamped`) and of one short block.
+/// branch-free copy per accumulate / bias / residual case, `kern::store_clamped`) and of one
+/// short block; with a residual, to the bit what `conv2d` and the `add` give.
 #[test]
 fn every_epilogue_on_deep_and_short_products_matches_portable() {
-    // Two depth blocks of a 1x1 and three of a strided 3x3 (k = 1152); a 24-deep expansion.
+    // Two depth blocks of a 1x1 and three of a strided 3x3 (k = 1152); a 24-deep expansion;
+    // a MobileNet-v2 projection (144 -> 24, which reads its input in place).
     for p in [
         conv(500, 9, 40, 1, 1, 0),
         conv(128, 15, 20, 3, 2, 1),
         conv(24, 13, 70, 1, 1, 0),
+        conv(144, 19, 24, 1, 1, 0),
     ] {
         for (seed, act) in ACTS.into_iter().enumerate() {
             for with_bias in [false, true] {
                 check(&p, with_bias, act, seed as u64).unwrap();
+                check_res(&p, with_bias, act, seed as u64 + 100).unwrap();
             }
         }
     }

@@ -207,38 +207,37 @@ pub(crate) unsafe fn finish<S: Lanes, const R: usize, const W: usize, const L: u
     let nr = W * n;
     // The common last-block epilogue with 8 lanes, without a branch per vector (see
     // `store_clamped`).
-    if S::N < 16
-        && R <= MAX_TILE_ROWS
-        && t.last
-        && t.res.is_null()
-        && !matches!(t.bias, TileBias::Col(_))
-    {
+    if S::N < 16 && R <= MAX_TILE_ROWS && t.last && !matches!(t.bias, TileBias::Col(_)) {
         if let Some((lo, hi)) = clamp_bounds(t.act) {
+            let res = !t.res.is_null();
             // Without a bias the general path still adds zeros when there is an activation
-            // (which turns -0 into +0), so this one adds them too: the same bits.
+            // or a residual (which turns -0 into +0), so this one adds them too: the same
+            // bits.
             static ZEROS: [f32; MAX_TILE_ROWS] = [0.0; MAX_TILE_ROWS];
             let bias = match (t.bias, t.act) {
                 (TileBias::Row(b), _) => b,
-                (_, Activation::None) => core::ptr::null(),
+                (_, Activation::None) if !res => core::ptr::null(),
                 _ => ZEROS.as_ptr(),
             };
             let (lo, hi) = (s.splat(lo), s.splat(hi));
-            // SAFETY: forwarded from the caller; `bias`, if not null, covers the tile's rows.
-            unsafe {
-                match (t.accumulate, !bias.is_null()) {
-                    (false, false) => {
-                        store_clamped::<S, R, W, L, false, false>(s, t, &acc, bias, lo, hi)
+            macro_rules! store {
+                ($($acc:literal, $bias:literal, $res:literal;)*) => {
+                    match (t.accumulate, !bias.is_null(), res) {
+                        $(
+                            // SAFETY: forwarded from the caller; `bias`, if not null, covers
+                            // the tile's rows.
+                            ($acc, $bias, $res) => unsafe {
+                                store_clamped::<S, R, W, L, $acc, $bias, $res>(
+                                    s, t, &acc, bias, lo, hi,
+                                )
+                            },
+                        )*
                     }
-                    (false, true) => {
-                        store_clamped::<S, R, W, L, false, true>(s, t, &acc, bias, lo, hi)
-                    }
-                    (true, false) => {
-                        store_clamped::<S, R, W, L, true, false>(s, t, &acc, bias, lo, hi)
-                    }
-                    (true, true) => {
-                        store_clamped::<S, R, W, L, true, true>(s, t, &acc, bias, lo, hi)
-                    }
-                }
+                };
+            }
+            store! {
+                false, false, false; false, true, false; true, false, false; true, true, false;
+                false, false, true; false, true, true; true, false, true; true, true, true;
             }
             return;
         }
@@ -322,11 +321,13 @@ fn clamp_bounds(act: Activation) -> Option<(f32, f32)> {
     }
 }
 
-/// The last depth block's store of an 8-lane tile without a residual, with a row bias if
-/// `BIAS` (at `bias`), after adding C's old values if `ACC`, clamped to `[lo, hi]`
-/// ([`clamp_bounds`]): the same values as the general path of [`finish`], whose
-/// per-vector `match`es on the bias and the activation were about 200 of the 835
-/// instructions of a 24-deep 6 x 16 tile (callgrind, ShuffleNet-v2's 24 -> 58 1x1 at 56x56).
+/// The last depth block's store of an 8-lane tile: after adding C's old values if `ACC`, a
+/// row bias if `BIAS` (at `bias`) and the residual if `RES` (at `t.res`, laid out as C),
+/// clamped to `[lo, hi]` ([`clamp_bounds`]): the same values as the general path of
+/// [`finish`], whose per-vector `match`es on the bias and the activation were about 200 of
+/// the 835 instructions of a 24-deep 6 x 16 tile (callgrind, ShuffleNet-v2's 24 -> 58 1x1 at
+/// 56x56). The residual projections of MobileNet-v2 (`6c -> c`, no activation) take it with
+/// `RES`.
 ///
 /// # Safety
 ///
@@ -339,6 +340,7 @@ unsafe fn store_clamped<
     const L: usize,
     const ACC: bool,
     const BIAS: bool,
+    const RES: bool,
 >(
     s: S,
     t: &Tile,
@@ -350,6 +352,7 @@ unsafe fn store_clamped<
     let n = S::N;
     for (i, acc_row) in acc.iter().enumerate().take(R) {
         let c_row = t.c.wrapping_add(i * t.ldc);
+        let res_row = t.res.wrapping_add(i * t.ldc);
         let b = if BIAS {
             // SAFETY: `bias` covers row `i < R` (the caller).
             unsafe { s.broadcast(bias.add(i)) }
@@ -365,6 +368,10 @@ unsafe fn store_clamped<
             }
             if BIAS {
                 x = s.add(x, b);
+            }
+            if RES {
+                // SAFETY: the residual is laid out as C (the tile's contract).
+                x = s.add(x, unsafe { s.load(res_row.wrapping_add(n * v)) });
             }
             // SAFETY: as for the load above.
             unsafe { s.store(dst, s.min(hi, s.max(lo, x))) };
