@@ -358,24 +358,43 @@ impl PanelLayout {
 
 /// Writes one row `p` (`row`, `nc` values) of a `kc x nc` panel into the packed layout
 /// ([`PanelLayout`]).
+///
+/// Panics unless `p < kc` and `dst` holds the panel ([`packed_len`]`(kc, nc)` floats): one
+/// check for the row, then raw copies. Indexing every micro-panel's piece instead cost
+/// 17 instructions per 16 floats (two bounds checks, the offsets reloaded from the stack);
+/// on short products, whose panels serve few steps of the tile, that was a third of the
+/// instructions outside the tile (callgrind, MobileNet-v2's 32 -> 16 at 112x112, AMD EPYC
+/// Zen 3).
 #[inline(always)]
 pub(crate) fn scatter_row<const NR: usize>(row: &[f32], p: usize, kc: usize, dst: &mut [f32]) {
-    let l = PanelLayout::new::<NR>(row.len());
-    let (body, tail) = row.split_at(l.full * NR);
-    for (q, piece) in body.chunks_exact(NR).enumerate() {
-        dst[q * kc * NR + p * NR..][..NR].copy_from_slice(piece);
-    }
-    let (half, rest) = tail.split_at(l.half);
-    let base = l.full * kc * NR;
-    // `half` is `NR / 2` or empty: copied with a length known at compile time, so the copy
-    // is a few vector moves rather than a `memcpy` call on every row (most often of nothing),
-    // which cost more than the rest of a 128-column row.
-    if l.half > 0 {
-        dst[base + p * l.half..][..NR / 2].copy_from_slice(&half[..NR / 2]);
-    }
-    let base = base + l.half * kc + p;
-    for (j, &x) in rest.iter().enumerate() {
-        dst[base + j * kc] = x;
+    let nc = row.len();
+    assert!(
+        p < kc && kc.checked_mul(nc).is_some_and(|len| dst.len() >= len),
+        "scatter_row: row {p} outside a {kc} x {nc} panel of {} floats",
+        dst.len()
+    );
+    let l = PanelLayout::new::<NR>(nc);
+    let (src, d) = (row.as_ptr(), dst.as_mut_ptr());
+    // SAFETY: every write below is inside the `kc x nc` layout (checked above): piece `q <
+    // full` ends at `q kc NR + p NR + NR <= full kc NR`; the half-width piece at `full kc NR
+    // + (p + 1) NR / 2 <= full kc NR + kc half`; rest column `j` at `full kc NR + half kc +
+    // j kc + p < kc nc`. The reads are the row's `nc` floats in order.
+    unsafe {
+        let mut at = d.add(p * NR);
+        for q in 0..l.full {
+            core::ptr::copy_nonoverlapping(src.add(q * NR), at, NR);
+            at = at.add(kc * NR);
+        }
+        let base = l.full * kc * NR;
+        // `half` is `NR / 2` or 0: a copy of a length known at compile time, a few vector
+        // moves rather than a `memcpy` call on every row (most often of nothing).
+        if l.half > 0 {
+            core::ptr::copy_nonoverlapping(src.add(l.full * NR), d.add(base + p * l.half), NR / 2);
+        }
+        let base = base + l.half * kc + p;
+        for j in 0..l.rest {
+            *d.add(base + j * kc) = *src.add(l.full * NR + l.half + j);
+        }
     }
 }
 
