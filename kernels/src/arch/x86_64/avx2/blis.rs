@@ -1242,7 +1242,58 @@ unsafe fn in_place_part<K: MicroKernel<NR>, const NR: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{deep_blocks, rows_collide};
+    use super::{deep_blocks, packed_len, rows_collide, scatter_row, PanelLayout};
+
+    /// Every element of a panel packed row by row lands where [`PanelLayout::at`] says, for
+    /// both ISAs' widths (AVX-512's 32 with and without its half-width micro-panel), and
+    /// nothing else is written.
+    fn scatter_matches_layout<const NR: usize>() {
+        for (kc, nc) in [
+            (1, 1),
+            (3, 5),
+            (7, 16),
+            (5, 31),
+            (4, 32),
+            (9, 48),
+            (6, 61),
+            (2, 100),
+        ] {
+            // (The crate is `no_std`: fixed buffers for the largest case, 9 x 100.)
+            let mut all = [f32::NAN; 903];
+            let dst = &mut all[..packed_len(kc, nc) + 3];
+            for p in 0..kc {
+                let mut row = [0.0f32; 100];
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = (p * 1000 + j) as f32;
+                }
+                scatter_row::<NR>(&row[..nc], p, kc, &mut dst[..packed_len(kc, nc)]);
+            }
+            let l = PanelLayout::new::<NR>(nc);
+            for p in 0..kc {
+                for j in 0..nc {
+                    assert_eq!(
+                        dst[l.at::<NR>(kc, p, j)],
+                        (p * 1000 + j) as f32,
+                        "{kc}x{nc}"
+                    );
+                }
+            }
+            assert!(dst[packed_len(kc, nc)..].iter().all(|x| x.is_nan()));
+        }
+    }
+
+    #[test]
+    fn scatter_row_writes_the_panel_layout() {
+        scatter_matches_layout::<16>();
+        scatter_matches_layout::<32>();
+    }
+
+    #[test]
+    #[should_panic(expected = "outside")]
+    fn scatter_row_rejects_a_short_panel() {
+        let mut dst = [0.0f32; 15];
+        scatter_row::<16>(&[1.0; 16], 0, 1, &mut dst);
+    }
 
     #[test]
     fn only_cores_with_48_kib_of_l1d_take_deep_blocks() {
