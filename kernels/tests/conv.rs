@@ -361,7 +361,7 @@ fn conv2d_large_shapes_match_portable() {
 #[test]
 fn every_epilogue_on_deep_and_short_products_matches_portable() {
     // Two depth blocks of a 1x1 and three of a strided 3x3 (k = 1152); a 24-deep expansion;
-    // a MobileNet-v2 projection (144 -> 24, which reads its input in place).
+    // a MobileNet-v2 projection (144 -> 24; AVX-512 reads its input in place, AVX2 packs it).
     for p in [
         conv(500, 9, 40, 1, 1, 0),
         conv(128, 15, 20, 3, 2, 1),
