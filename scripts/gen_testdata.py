@@ -2,8 +2,9 @@
 
 kiln compiles networks written in its DSL at compile time, so the only way to know
 that the generated code computes the right numbers is to run the same network in an
-independent engine.  This script builds six small networks (`mlp`, `lenet`,
-`block`, `wino`, `deep`, `residual`) as ONNX graphs with random weights, runs them in onnxruntime with all graph
+independent engine.  This script builds small networks (`mlp`, `lenet`, `block`,
+`wino`, `wino_wide`, `deep`, `residual`, `blocked`) as ONNX graphs with random
+weights, runs them in onnxruntime with all graph
 optimisations disabled (so it computes exactly the graph we wrote, not a fused
 rewrite of it), and writes, for each network NAME, into `tests/data/`:
 
@@ -400,6 +401,26 @@ def build_wino():
     return model, x, b, p.tensors
 
 
+def build_wino_wide():
+    """A 3x3 stride-1 convolution of 256 channels on a 14x14 map (16 output tiles of 4x4), as
+    ResNet-50's: a Winograd layer whose algorithm the CPU decides (kiln's
+    `contract::few_tiles`), so kiln keeps both weight preparations; with a batch norm folded
+    into it and a ReLU."""
+    p = Params(seed=1008)
+    p.conv("c1", 256, 256, 3, 3, bias=False)
+    p.batch_norm("bn1", 256)
+    x = p.input((1, 256, 14, 14))
+
+    g = Graph(p)
+    a = g.op("Relu", [g.batch_norm(g.conv("x", "c1", pads=(1, 1, 1, 1)), "bn1")])
+    model = g.model("wino_wide", x.shape, "x", a, (1, 256, 14, 14))
+
+    x64 = x.astype(np.float64)
+    a = relu(ref_bn(ref_conv(x64, p["c1.weight"], pads=(1, 1, 1, 1)), p, "bn1"))
+    assert a.shape == (1, 256, 14, 14)
+    return model, x, a, p.tensors
+
+
 def build_deep():
     """Convolutions deeper than one block of the x86 GEMM (k = c_in/groups * kh * kw > 384),
     whose weights kiln stores pre-packed: one with a folded batch norm and a bias, one grouped."""
@@ -548,7 +569,7 @@ def write(path: Path, write_fn) -> None:
 def main() -> int:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     builds = (("mlp", build_mlp), ("lenet", build_lenet), ("block", build_block),
-              ("wino", build_wino), ("deep", build_deep), ("residual", build_residual),
+              ("wino", build_wino), ("wino_wide", build_wino_wide), ("deep", build_deep), ("residual", build_residual),
               ("blocked", build_blocked))
     # `gen_testdata.py NAME ...` writes only those networks' files.
     wanted = set(sys.argv[1:])

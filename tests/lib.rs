@@ -149,6 +149,19 @@ kiln::network! {
 }
 
 kiln::network! {
+    /// A 3x3 stride-1 convolution of 256 channels on 16 output tiles (ResNet-50's 14x14
+    /// layers), whose algorithm the CPU decides (`contract::few_tiles`): Winograd, or im2col +
+    /// GEMM where `Kernels::few_tiles_winograd` is unset (AVX-512 on Intel,
+    /// `KILN_FEW_TILES=im2col`), both weight preparations in the parameters; a folded batch
+    /// norm and a ReLU.
+    pub net WinoWide(x: fm<256xf32[14,14]>) -> fm<256xf32[14,14]> {
+        weights "data/wino_wide.safetensors";
+        let a = conv2d(x, c1: weights<256 -> 3x3xf32 -> 256>, pad = 1, bias = false);
+        batch_norm(a, bn1: norm<256xf32>).relu()
+    }
+}
+
+kiln::network! {
     /// Convolutions the compiler also plans in the blocked channel layout NCHW16c (3x3 through
     /// im2col on 28x28 maps, channels in whole blocks of 16, four blocks out, a batch of two):
     /// values stored blocked between convolutions, a residual stored blocked (`a`) and one

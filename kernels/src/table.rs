@@ -101,6 +101,15 @@ pub struct Kernels {
     /// Set where the blocked plans measured faster end to end (AVX-512, AVX2);
     /// `KILN_LAYOUT=blocked` or `=nchw` overrides it (tests run both plans on every ISA).
     pub blocked: bool,
+    /// How the generated code runs the Winograd layers whose choice depends on the CPU
+    /// (wide 3x3 layers on small maps, few tiles: the compiler's `contract::few_tiles`):
+    /// through Winograd where set, else through im2col + GEMM, both weight preparations being
+    /// in the parameters. Unset on AVX-512 on Intel, whose two 512-bit FMA ports do the
+    /// Winograd products in half the time while the transformed filters (four times the
+    /// direct ones, read once per run) still come from memory: there ResNet-50's five 256 ->
+    /// 256 layers at 14x14 ran faster through im2col (3-4.5 % end to end), on AMD Zen 4 slower
+    /// (3 %). `KILN_FEW_TILES=winograd` or `=im2col` overrides it (tests run both).
+    pub few_tiles_winograd: bool,
     pub dense: fn(usize, usize, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]),
     pub unary: fn(Activation, &[f32], &mut [f32]),
     pub unary_inplace: fn(Activation, &mut [f32]),
@@ -354,6 +363,7 @@ pub const PORTABLE: Kernels = {
         to_blocked: crate::nchwc::to_blocked,
         from_blocked: crate::nchwc::from_blocked,
         blocked: false,
+        few_tiles_winograd: true,
         dense: p::dense,
         unary: p::unary,
         unary_inplace: p::unary_inplace,
@@ -437,9 +447,18 @@ pub fn best() -> &'static Kernels {
             }
         }
         let mut k = build(isa);
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 {
+            k.few_tiles_winograd = crate::arch::x86_64::few_tiles_winograd_512();
+        }
         match std::env::var("KILN_LAYOUT").as_deref().map(str::trim) {
             Ok("blocked") => k.blocked = true,
             Ok("nchw") => k.blocked = false,
+            _ => {}
+        }
+        match std::env::var("KILN_FEW_TILES").as_deref().map(str::trim) {
+            Ok("winograd") => k.few_tiles_winograd = true,
+            Ok("im2col") => k.few_tiles_winograd = false,
             _ => {}
         }
         k

@@ -180,6 +180,12 @@ impl Model<'_> {
                     quote! { scratch_len }
                 };
                 out.extend(quote! { const _: () = ::core::assert!(#planned >= #geom.#len()); });
+                if layout::few_tiles(self.graph, op) {
+                    // It may run through im2col too.
+                    out.extend(
+                        quote! { const _: () = ::core::assert!(#planned >= #geom.scratch_len()); },
+                    );
+                }
             }
         }
         out
@@ -379,6 +385,9 @@ impl Model<'_> {
             };
         } else if let Some(algo) = crate::layout::conv_algo(self.graph, op) {
             label += &format!(" ({})", algo.describe());
+            if layout::few_tiles(self.graph, op) {
+                label.insert_str(label.len() - 1, " or im2col + gemm, by CPU");
+            }
         }
         label
     }
@@ -486,7 +495,20 @@ impl Model<'_> {
                     }
                 } else if let Some(u) = self.params.winograd[i] {
                     let u = range(u);
-                    quote! { __k.conv2d_winograd_on(__par, &#geom, #x, &__params[#u], #b, #act, #scratch, out); }
+                    let winograd = quote! { __k.conv2d_winograd_on(__par, &#geom, #x, &__params[#u], #b, #act, #scratch, out); };
+                    if layout::few_tiles(self.graph, op) {
+                        // Both preparations are in the parameters (`contract::few_tiles`): the
+                        // weights packed for the GEMM beside the transformed filters.
+                        quote! {
+                            if __k.few_tiles_winograd {
+                                #winograd
+                            } else {
+                                __k.conv2d_on(__par, &#geom, #x, #w, #b, #act, #scratch, out);
+                            }
+                        }
+                    } else {
+                        winograd
+                    }
                 } else if kernel.len() == 3 {
                     quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
                 } else if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {

@@ -149,7 +149,8 @@ impl ConvAlgo {
 /// direct convolution by 0.15 ms each as Winograd (their transformed filters come from memory
 /// every run); with both moved to im2col Inception-v2 ran 3.3 % and DenseNet-121 4.4 % faster
 /// end to end. ResNet-50's 256-channel layers at 14x14 stay Winograd (1.03 of peak against
-/// 0.80 as im2col in the kernel bench).
+/// 0.80 as im2col in the kernel bench), but where a network reads their transformed filters
+/// from memory the CPU decides ([`few_tiles`]).
 #[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
 pub fn conv_algo(
     kernel: [usize; 2],
@@ -184,6 +185,32 @@ pub fn conv_algo(
     }
 }
 
+/// Tiles a Winograd layer of 256 to 511 channels needs where FMAs are fast for the memory
+/// (`Kernels::few_tiles_winograd` unset: AVX-512 on Intel): the 128-channel row's.
+const FAST_FMA_WIDE_TILES: usize = 49;
+
+/// Whether a convolution [`conv_algo`] gave `algo` (`c_in`, `c_out` and the output map as it
+/// took them) is one whose best algorithm depends on the CPU: a Winograd one of 256 to 511
+/// channels (the narrower count) on fewer than [`FAST_FMA_WIDE_TILES`] tiles (ResNet-50's 256
+/// -> 256 at 14x14). Its 36 products have 16 to 48 columns, so each transformed filter (`36
+/// c_in c_out` floats, 9.4 MB for 256 -> 256, read from memory once per run) serves few
+/// multiply-adds. On AMD Zen 4, whose zmm FMAs run in two halves, the products still take
+/// longer than those reads, and Winograd ran ResNet-50 3 % faster than im2col; on an Intel
+/// Xeon (two 512-bit FMA ports) the reads set the time (the layer took 1.6 ms in the network
+/// against 0.95 warm in the kernel bench, about what 9.4 MB at this guest's 15.5 GB/s of
+/// single-core bandwidth adds), and im2col + GEMM ran the network 3.3-4.5 % faster. With 512
+/// channels the transforms (linear in the channels, the products quadratic) weigh half as
+/// much, and Winograd kept the lead: VGG-19's four 512 -> 512 layers at 14x14 through im2col
+/// made it 2.3 % slower on that Xeon (`WARM=1 taskset -c 0 python3 scripts/ab_e2e.py <model>
+/// <rounds> <old> <new>`, paired medians). Such a layer gets both weight preparations and the
+/// scratch of both, and the generated code runs the one `Kernels::few_tiles_winograd` says.
+pub fn few_tiles(algo: ConvAlgo, c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> bool {
+    let tiles = oh.div_ceil(4).saturating_mul(ow.div_ceil(4));
+    algo == ConvAlgo::Winograd
+        && (256..512).contains(&c_in.min(c_out))
+        && tiles < FAST_FMA_WIDE_TILES
+}
+
 /// f32 elements of scratch `kiln_kernels::winograd::conv2d` needs, or `None` on overflow: with
 /// `tx = ceil(ow / 4)`, `ty = ceil(oh / 4)` and `rows = min(ty, ceil(96 / tx))` tile rows per
 /// block, `36 * (c_in + c_out) * rows * tx` (a copy of `Conv2d::winograd_scratch_len`).
@@ -207,7 +234,8 @@ pub fn winograd_scratch(c_in: usize, c_out: usize, [oh, ow]: [usize; 2]) -> Opti
 pub const DEPTHWISE_SCRATCH_SLOTS: usize = 4;
 
 /// f32 elements of scratch a 2-D convolution needs with the algorithm `algo` (`c_in` and
-/// `c_out` in all): [`winograd_scratch`], or [`conv_scratch`] (for a depthwise one,
+/// `c_out` in all): [`winograd_scratch`] (the larger of it and [`conv_scratch`] for a
+/// [`few_tiles`] layer, which may run either way), or [`conv_scratch`] (for a depthwise one,
 /// [`DEPTHWISE_SCRATCH_SLOTS`] times it).
 #[allow(clippy::too_many_arguments)] // The geometry, as `conv_scratch` takes it.
 pub fn conv2d_scratch(
@@ -221,9 +249,8 @@ pub fn conv2d_scratch(
     c_out: usize,
     out: [usize; 2],
 ) -> Option<usize> {
-    match algo {
-        ConvAlgo::Winograd => winograd_scratch(c_in, c_out, out),
-        _ => conv_scratch(
+    let gemm = || {
+        conv_scratch(
             kernel,
             stride,
             dilation,
@@ -232,10 +259,18 @@ pub fn conv2d_scratch(
             c_out / groups.max(1),
             out,
         )
-        .and_then(|len| match algo {
-            ConvAlgo::Depthwise => len.checked_mul(DEPTHWISE_SCRATCH_SLOTS),
-            _ => Some(len),
-        }),
+    };
+    match algo {
+        ConvAlgo::Winograd => {
+            let len = winograd_scratch(c_in, c_out, out)?;
+            if few_tiles(algo, c_in, c_out, out) {
+                gemm().map(|g| g.max(len))
+            } else {
+                Some(len)
+            }
+        }
+        ConvAlgo::Depthwise => gemm()?.checked_mul(DEPTHWISE_SCRATCH_SLOTS),
+        _ => gemm(),
     }
 }
 
@@ -246,6 +281,41 @@ mod tests {
     fn algo(k: usize, s: usize, groups: usize, c_in: usize, c_out: usize, hw: usize) -> ConvAlgo {
         let pad = [k / 2; 4];
         conv_algo([k, k], [s, s], [1, 1], pad, groups, c_in, c_out, [hw, hw])
+    }
+
+    /// The layers that may run either way: Winograd ones of 256 channels or more on 16 to 48
+    /// tiles, nothing else.
+    #[test]
+    fn few_tiles_only_on_wide_winograd_layers_of_small_maps() {
+        let few = |c_in: usize, c_out: usize, hw: usize| {
+            few_tiles(algo(3, 1, 1, c_in, c_out, hw), c_in, c_out, [hw, hw])
+        };
+        assert!(few(256, 256, 14)); // 16 tiles: ResNet-50's
+        assert!(few(256, 256, 13));
+        assert!(few(512, 256, 24)); // 6x6 = 36 tiles
+        assert!(!few(512, 256, 27)); // 7x7 = 49 tiles
+        assert!(!few(256, 256, 28)); // 49 tiles
+        assert!(!few(256, 256, 12)); // 9 tiles: im2col anyway
+        assert!(!few(128, 128, 28)); // the 128-channel row needs 49 anyway
+        assert!(!few(255, 256, 14)); // im2col anyway
+        assert!(!few(512, 512, 14)); // Winograd everywhere: VGG-19's
+        assert!(few(511, 1024, 14));
+        assert!(!few_tiles(algo(3, 2, 1, 256, 256, 28), 256, 256, [14, 14]));
+        // The scratch covers both ways.
+        let both = conv2d_scratch(
+            ConvAlgo::Winograd,
+            [3, 3],
+            [1, 1],
+            [1, 1],
+            [1; 4],
+            1,
+            256,
+            256,
+            [14, 14],
+        );
+        let im2col = conv_scratch([3, 3], [1, 1], [1, 1], [1; 4], 256, 256, [14, 14]);
+        let winograd = winograd_scratch(256, 256, [14, 14]);
+        assert_eq!(both, im2col.max(winograd));
     }
 
     /// The rule on the layers it was measured on (see `conv_algo`'s doc) and its edges.

@@ -31,6 +31,17 @@ pub fn conv_algo(g: &Graph, op: &Op) -> Option<ConvAlgo> {
     ))
 }
 
+/// Whether conv op `op` is a Winograd layer the CPU decides the algorithm of
+/// ([`crate::contract::few_tiles`]): it gets both weight preparations and the scratch of both.
+pub fn few_tiles(g: &Graph, op: &Op) -> bool {
+    match (conv_algo(g, op), conv2d_geom(g, op)) {
+        (Some(algo), Some(p)) => {
+            crate::contract::few_tiles(algo, p.c_in, p.c_out, [p.out_h, p.out_w])
+        }
+        _ => false,
+    }
+}
+
 /// The kernels' geometry of a 1-D or 2-D convolution op (1-D as 2-D of height 1); `None` for
 /// any other op and for 3-D convolutions.
 pub fn conv2d_geom(g: &Graph, op: &Op) -> Option<kiln_kernels::Conv2d> {

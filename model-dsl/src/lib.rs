@@ -95,7 +95,17 @@ impl Variant {
             }
             let name = result_name(&self.planned, op);
             let (x, y) = (g.shape(op.args[0]), g.shape(op.result()));
-            out.push_str(&format!("  {name}: {} -> {}: {}\n", x, y, algo.describe()));
+            let either = if layout::few_tiles(g, op) {
+                " or im2col + gemm, by CPU (Kernels::few_tiles_winograd)"
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "  {name}: {} -> {}: {}{either}\n",
+                x,
+                y,
+                algo.describe()
+            ));
         }
         out
     }

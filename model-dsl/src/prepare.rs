@@ -133,8 +133,11 @@ fn conv_matrix(graph: &Graph, op: usize) -> Option<(usize, usize, usize)> {
     if kernel.len() > 2 || w.len() < 2 || *groups == 0 {
         return None;
     }
-    // A Winograd layer reads its transformed filters (`Step::Winograd`), never these.
-    if crate::layout::conv_algo(graph, op) == Some(crate::contract::ConvAlgo::Winograd) {
+    // A Winograd layer reads its transformed filters (`Step::Winograd`), never these, unless
+    // the CPU may send it through im2col instead (`layout::few_tiles`).
+    if crate::layout::conv_algo(graph, op) == Some(crate::contract::ConvAlgo::Winograd)
+        && !crate::layout::few_tiles(graph, op)
+    {
         return None;
     }
     let (m, cig) = (w[0] / groups, w[1]);

@@ -1,7 +1,9 @@
 //! kiln's outputs against onnxruntime's on the same networks and weights
 //! (`scripts/gen_testdata.py` and `scripts/train_digits.py` made the reference files).
 
-use kiln_tests::{assert_close, golden, Block, Blocked, Deep, Digits32, LeNet, Mlp, Wino};
+use kiln_tests::{
+    assert_close, golden, Block, Blocked, Deep, Digits32, LeNet, Mlp, Wino, WinoWide,
+};
 
 #[test]
 fn mlp_matches_onnxruntime() {
@@ -48,6 +50,27 @@ fn winograd_convolutions_match_onnxruntime() {
     assert_close(&y, &g.y);
     // Run-time weights go through the same preparation (fold, then transform).
     let mut model = Wino::from_safetensors(&kiln_tests::data_file("wino.safetensors")).unwrap();
+    assert_close(&model.run(&g.x).unwrap(), &g.y);
+}
+
+/// A Winograd layer whose algorithm the CPU decides (ResNet-50's 256 -> 256 at 14x14): the
+/// run takes Winograd or im2col + GEMM by `Kernels::few_tiles_winograd` (CI runs this file
+/// with `KILN_FEW_TILES=im2col` and under `KILN_ISA=avx2`, which takes Winograd), with weights
+/// embedded and loaded at run time (both preparations made then).
+#[test]
+fn few_tile_winograd_layers_match_onnxruntime_either_way() {
+    assert!(
+        WinoWide::PLAN.contains("winograd F(4x4,3x3) or im2col + gemm, by CPU"),
+        "{}",
+        WinoWide::PLAN
+    );
+    let g = golden("wino_wide");
+    let mut model = WinoWide::new();
+    let y = model.run(&g.x).unwrap();
+    assert_eq!(y.shape(), g.y_shape.as_slice());
+    assert_close(&y, &g.y);
+    let bytes = kiln_tests::data_file("wino_wide.safetensors");
+    let mut model = WinoWide::from_safetensors(&bytes).unwrap();
     assert_close(&model.run(&g.x).unwrap(), &g.y);
 }
 

@@ -422,4 +422,11 @@ macro_rules! winograd_nchwc_entry {
 pub mod avx2;
 pub mod avx512;
 mod cache;
+
+/// `Kernels::few_tiles_winograd` for the AVX-512 table on this CPU: not on Intel's cores (see
+/// there). Zen 5, whose zmm FMAs are full width too, was not measured and keeps Winograd.
+#[cfg(feature = "std")]
+pub(crate) fn few_tiles_winograd_512() -> bool {
+    !cache::intel()
+}
 mod simd;
