@@ -384,10 +384,12 @@ impl Model<'_> {
                 " (direct, NCHW16c)"
             };
         } else if let Some(algo) = crate::layout::conv_algo(self.graph, op) {
-            label += &format!(" ({})", algo.describe());
-            if layout::few_tiles(self.graph, op) {
-                label.insert_str(label.len() - 1, " or im2col + gemm, by CPU");
-            }
+            let either = if layout::few_tiles(self.graph, op) {
+                " or im2col + gemm, by CPU"
+            } else {
+                ""
+            };
+            label += &format!(" ({}{either})", algo.describe());
         }
         label
     }
@@ -484,6 +486,14 @@ impl Model<'_> {
                 } else {
                     quote! { &mut [] }
                 };
+                // A 2-D convolution through the GEMM (im2col or none): the table's, on its
+                // packed weights, unless the weights are shared with a reader that needs
+                // another layout (then they are as given, for the portable kernel).
+                let gemm = if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {
+                    quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
+                } else {
+                    quote! { __k.conv2d_on(__par, &#geom, #x, #w, #b, #act, #scratch, out); }
+                };
                 if *residual {
                     // `fuse` gives a residual only to 2-D GEMM convolutions (no Winograd slot,
                     // no conv3d); its data arguments are the input, then the residual.
@@ -503,7 +513,7 @@ impl Model<'_> {
                             if __k.few_tiles_winograd {
                                 #winograd
                             } else {
-                                __k.conv2d_on(__par, &#geom, #x, #w, #b, #act, #scratch, out);
+                                #gemm
                             }
                         }
                     } else {
@@ -511,10 +521,8 @@ impl Model<'_> {
                     }
                 } else if kernel.len() == 3 {
                     quote! { #k::conv3d(&#geom, #x, #w, #b, #act, #scratch, out, __k.gemm); }
-                } else if prepare::conv_weights(self.graph, i) == ConvWeights::Portable {
-                    quote! { #k::conv2d(&#geom, #x, #w, #b, #act, #scratch, out); }
                 } else {
-                    quote! { __k.conv2d_on(__par, &#geom, #x, #w, #b, #act, #scratch, out); }
+                    gemm
                 }
             }
             OpKind::ConvTranspose { has_bias, .. } => {

@@ -283,7 +283,7 @@ mod tests {
         conv_algo([k, k], [s, s], [1, 1], pad, groups, c_in, c_out, [hw, hw])
     }
 
-    /// The layers that may run either way: Winograd ones of 256 channels or more on 16 to 48
+    /// The layers that may run either way: Winograd ones of 256 to 511 channels on 16 to 48
     /// tiles, nothing else.
     #[test]
     fn few_tiles_only_on_wide_winograd_layers_of_small_maps() {
