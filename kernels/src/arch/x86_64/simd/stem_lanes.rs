@@ -46,14 +46,29 @@
 //! Not taken: SqueezeNet 1.0's 3 -> 96 (tiles of 48 channels by 8 pixels spilled accumulators
 //! and ran 1.18x the first kernel's time, 32 by 8 1.2-1.8x; why is not understood), and the
 //! 3x3 stems (MobileNet-v2's 3 -> 32 at 0.9 of the first kernel's speed: with 27 taps the
-//! transposes weigh five times as much as with 147). The sum for an output starts from the
-//! bias and adds the taps' products in the order (ci, ky, kx), padded taps included (they add
-//! `w * 0.0`), whatever the tile or the thread split: the bits do not depend on the thread
-//! count.
+//! transposes weigh five times as much as with 147).
+//!
+//! **The stores.** Each group's `16 V` output rows of 16 floats are prefetched into L1 while
+//! its tiles run (a share of them before each tile), so that the transposes' stores hit.
+//! Without it, ResNet-50's stem took 2.1-2.5 ms per run inside the network against 1.2-1.4 ms
+//! for the same call into a separate buffer (Intel Xeon family 6 model 167, `profile` build);
+//! moving the output by multiples of 64 bytes, or the stack (ASLR, from process to process),
+//! moved it between the two. The likely cause (the VM has no hardware counters to confirm
+//! it): a 112x112 output plane is 50176 bytes, 1024 more than a multiple of 4 KiB, so a
+//! group's 64 stores fall on only four offsets modulo 4 KiB; missing L1, they stay in the
+//! store buffer through the next tiles, whose loads from the stack buffers (`wt`, `prow`,
+//! `stage`) then 4K-alias them at some relative positions of the two. With the prefetches
+//! the stem takes 1.30-1.50 ms wherever they lie, and ResNet-50 0.977x the time
+//! (docs/performance.md, "The stem's stores").
+//!
+//! The sum for an output starts from the bias and adds the taps' products in the order (ci,
+//! ky, kx), padded taps included (they add `w * 0.0`), whatever the tile or the thread split:
+//! the bits do not depend on the thread count.
 
 use super::math::Act;
 use super::stem::{Data, Geom, MAX_C_IN_7, MAX_C_OUT, TAPS_7};
 use super::vector::{array, Job, Simd};
+use crate::arch::x86_64::avx2::blis::prefetch;
 use crate::par::SharedMut;
 use core::ops::Range;
 
@@ -245,7 +260,20 @@ impl<S: Simd, A: Act<S>, const V: usize, const R: usize, const K: usize> Job<S>
                     for co0 in (0..c_out).step_by(16 * V) {
                         for px in (0..segn).step_by(16) {
                             let px = px.min(segn - 16);
+                            let to =
+                                dst0.wrapping_add(((n * c_out + co0) * oh + oy) * ow + seg0 + px);
+                            // The group's 16 V output rows of 16 floats (two lines each if
+                            // they straddle one), prefetched a share per tile (see the module
+                            // docs, "The stores").
+                            let straddle = !to.addr().is_multiple_of(64);
                             for r0 in (0..16).step_by(R) {
+                                for c in r0 * V..(r0 + R) * V {
+                                    let row = to.wrapping_add(c * oh * ow);
+                                    prefetch(row);
+                                    if straddle {
+                                        prefetch(row.wrapping_add(15));
+                                    }
+                                }
                                 // SAFETY: see the bounds above.
                                 unsafe {
                                     tile::<S, V, R, K>(
@@ -259,8 +287,6 @@ impl<S: Simd, A: Act<S>, const V: usize, const R: usize, const K: usize> Job<S>
                                 };
                             }
                             // The staged `[r][co0 + c]` to `out[co0 + c][oy][seg0 + px + r]`.
-                            let to =
-                                dst0.wrapping_add(((n * c_out + co0) * oh + oy) * ow + seg0 + px);
                             for c in (0..16 * V).step_by(16) {
                                 let mut v: [S::V; 16] = array(|r| {
                                     // SAFETY: see the bounds above.
