@@ -96,6 +96,18 @@ macro_rules! gemm_entries {
     };
 }
 
+/// `$f::<R>($t)` for `R = $t.rows`, one arm per row count listed (the rest, 1, last): the
+/// tiles and dot products are compiled per row count, so the accumulators are fixed
+/// registers.
+macro_rules! by_rows {
+    ($f:ident, $t:expr; $($r:literal)+) => {
+        match $t.rows {
+            $( $r => $f::<$r>($t), )+
+            _ => $f::<1>($t),
+        }
+    };
+}
+
 /// The `conv2d` entries of one x86 ISA, from its vector type: `conv2d`, `conv2d_par`,
 /// `conv2d_res` and `conv2d_res_par` (the table's safe entries), the depthwise branch, and the
 /// `#[target_feature]` function in front of the GEMM branches (`avx2::im2col::conv2d_gemm`).

@@ -829,6 +829,20 @@ impl NextSliver {
 /// expansion (`m > k`, a short reduction over many slivers) measured up to 20 % slower in
 /// place.
 ///
+/// With AVX2 (`NR` = 16) only when `A` has at most [`NARROW_IN_PLACE_SLIVERS`] slivers of 6
+/// rows. The 6 x 16 tile reads 64 bytes of each row, and with more slivers a panel's rows,
+/// a plane apart, served each of them from L2 at a latency the packed micro-panels do not
+/// have. Kernel bench on AMD EPYC Zen 3 (family 25 model 1), packed against in place, of
+/// peak, medians of four alternating runs, warm / with the operands in memory
+/// (`KILN_BENCH_COLD=1`): the 16-row projections MobileNet-v2's 32 -> 16 at 112x112 0.48 /
+/// 0.28 against 0.54 / 0.35, SqueezeNet's 96 -> 16 at 54x54 0.57 / 0.29 against 0.62 / 0.34,
+/// 128 -> 16 0.59 / 0.31 against 0.62 / 0.35; but 24 rows (96 -> 24 at 56x56) 0.64 / 0.38
+/// against 0.50 / 0.38, and deeper or wider projections up to 0.4 of peak lower in place
+/// (MobileNet-v2's 576 -> 96 at 14x14 0.84 against 0.59, DenseNet-121's 320 -> 128 at 28x28
+/// 0.87 against 0.45). Running the in-place tiles column by column instead, each column
+/// through all the slivers with the next column prefetched, was slower still when `A` fit L1
+/// (144 -> 24 at 56x56 0.44 -> 0.36 from memory).
+///
 /// On a core that runs 512-bit FMAs at full width
 /// ([`cache::full_width_512`](crate::arch::x86_64::cache::full_width_512): Intel's, AMD's
 /// from Zen 5 on) also only when `A` has fewer than [`WIDE_IN_PLACE_ROWS`] rows, and fewer
@@ -853,7 +867,7 @@ fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
     b: &'b B,
 ) -> Option<InPlace<'b>> {
     use crate::arch::x86_64::cache;
-    if !K::IN_PLACE || g.m > g.k {
+    if !K::IN_PLACE || g.m > g.k || (NR == 16 && g.m > NARROW_IN_PLACE_SLIVERS * K::MR) {
         return None;
     }
     let ib = b.in_place(g.k, g.n)?;
@@ -869,6 +883,9 @@ fn reads_in_place<'b, K: MicroKernel<NR>, const NR: usize, B: PackB>(
     }
     Some(ib)
 }
+
+/// See [`reads_in_place`].
+const NARROW_IN_PLACE_SLIVERS: usize = 3;
 
 /// See [`reads_in_place`].
 const WIDE_IN_PLACE_ROWS: usize = 128;

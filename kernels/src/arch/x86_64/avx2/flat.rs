@@ -36,8 +36,8 @@
 //! only the bias and the copy-out adds the residual and applies the activation, in the
 //! epilogue's order.
 //!
-//! **The rule** ([`Flat::new`]): an ISA whose micro-kernel reads `B` in place
-//! ([`MicroKernel::IN_PLACE`], AVX-512), one group, at most [`MAX_C_OUT`] output channels,
+//! **The rule** ([`Flat::new`]): AVX-512 (a micro-kernel that reads `B` in place,
+//! [`MicroKernel::IN_PLACE`], 32 columns wide), one group, at most [`MAX_C_OUT`] output channels,
 //! stride 1, a window larger than 1x1,
 //! `min(pl, pr) <= (kw - 1) dw` (so a padded row holds an output row), at most
 //! [`MAX_WASTE`] computed columns per output, and a scratch ([`Conv2d::scratch_len`], the
@@ -247,7 +247,9 @@ pub(crate) unsafe fn conv2d_flat<K: MicroKernel<NR> + Sync, const NR: usize>(
     scratch: &mut [f32],
     out: &mut [f32],
 ) -> bool {
-    if !K::IN_PLACE {
+    // AVX2's tile reads `B` in place too, but only for the narrow projections
+    // (`blis::reads_in_place`); this path was measured on AVX-512 alone.
+    if !K::IN_PLACE || NR < 32 {
         return false;
     }
     let Some(f) = Flat::new(p, scratch.len()) else {

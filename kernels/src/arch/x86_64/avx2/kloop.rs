@@ -279,6 +279,15 @@ macro_rules! zmm_rows {
     };
 }
 
+/// `$loop` over the first `$r` rows of an AVX2 tile: rows 0-5 in accumulators ymm0-ymm11,
+/// their addresses from two bases three rows apart (`first_rows!`).
+macro_rules! ymm_rows {
+    ($r:ident, $loop:ident, $t:expr, $acc:ident) => {
+        first_rows!($r, $loop!($t, $acc); [];
+            (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}") (5, "ymm10", "ymm11", "{a1}+{l}*2"))
+    };
+}
+
 /// The accumulators of an `R x 16 W` AVX-512 tile after its `kc` steps (rows `R..` zero, and
 /// the second vector of each row if `W == 1`).
 ///
@@ -310,12 +319,13 @@ pub(crate) unsafe fn tile_512<const R: usize, const W: usize>(t: &Tile) -> [[__m
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
     let mut acc = [[_mm256_setzero_ps(); 2]; 6];
-    first_rows!(R, k_loop_256!(t, acc); []; (0, "ymm0", "ymm1", "{a0}") (1, "ymm2", "ymm3", "{a0}+{l}") (2, "ymm4", "ymm5", "{a0}+{l}*2") (3, "ymm6", "ymm7", "{a1}") (4, "ymm8", "ymm9", "{a1}+{l}") (5, "ymm10", "ymm11", "{a1}+{l}*2"));
+    ymm_rows!(R, k_loop_256, t, acc);
     acc
 }
 
 /// How far along its row each step of an in-place tile prefetches `B` (into L2), in bytes:
-/// four full tiles on: the same tile of the next panel when panels are 128 columns wide, as
+/// four full AVX-512 tiles (eight AVX2 ones) on: the same tile of the next panel when panels
+/// are 128 columns wide, as
 /// they are for most products that read `B` in place ([`super::blis::panel_cols`]), and four
 /// tiles on in the same panel when `A` is too large for them and they are 512 wide.
 ///
@@ -331,25 +341,46 @@ pub(crate) unsafe fn full_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
 /// layer's input still in cache, it measured neutral.
 const AHEAD_BYTES: usize = 512;
 
+/// The prefetch of [`AHEAD_BYTES`] on for a step of an in-place tile, at `[$at]`: one line per
+/// 64 bytes the step loads (`$lines`: 2 for the 512-bit tile's row of two zmm, 1 for AVX2's
+/// two ymm).
+macro_rules! ahead {
+    (2, $at:literal) => {
+        concat!(
+            "prefetcht1 byte ptr [",
+            $at,
+            "]\n",
+            "prefetcht1 byte ptr [",
+            $at,
+            " + 64]\n"
+        )
+    };
+    (1, $at:literal) => {
+        concat!("prefetcht1 byte ptr [", $at, "]\n")
+    };
+}
+
 /// One step of [`k_loop_strided!`]: the B row at `{b}` (unaligned loads: a row of the input
 /// starts anywhere), a prefetch of the same row [`AHEAD_BYTES`] further on, the rows' FMAs,
-/// then `{b}` moves to the next row (`{x}`, the stride in bytes, on).
+/// then `{b}` moves to the next row (`{x}`, the stride in bytes, on). The first group is the
+/// register set ([`k_loop_in_place!`]), `$w` the vectors per row.
 macro_rules! strided_step {
-    (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+    ([$ptr:tt, $b0:tt, $b1:tt, $bc:tt, $zero:tt, $bytes:tt, $lines:tt],
+     2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
-            "vmovups zmm30, zmmword ptr [{b}]\n",
-            "vmovups zmm31, zmmword ptr [{b} + 64]\n",
-            "prefetcht1 byte ptr [{b} + {ahead}]\n",
-            "prefetcht1 byte ptr [{b} + {ahead} + 64]\n",
-            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
+            "vmovups ", $b0, ", ", $ptr, " ptr [{b}]\n",
+            "vmovups ", $b1, ", ", $ptr, " ptr [{b} + ", $bytes, "]\n",
+            ahead!($lines, "{b} + {ahead}"),
+            $( row_fmas!($ptr, $bc, $b0, $b1, 2, $s, $c0, $c1, $a), )+
             "add {b}, {x}\n",
         )
     };
-    (1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+    ([$ptr:tt, $b0:tt, $b1:tt, $bc:tt, $zero:tt, $bytes:tt, $lines:tt],
+     1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
-            "vmovups zmm30, zmmword ptr [{b}]\n",
-            "prefetcht1 byte ptr [{b} + {ahead}]\n",
-            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
+            "vmovups ", $b0, ", ", $ptr, " ptr [{b}]\n",
+            ahead!(1, "{b} + {ahead}"),
+            $( row_fmas!($ptr, $bc, $b0, $b1, 1, $s, $c0, $c1, $a), )+
             "add {b}, {x}\n",
         )
     };
@@ -366,17 +397,22 @@ macro_rules! strided_step {
 /// already compete for sets, measured about 2 % slower than `prefetcht1` on eleven in-place
 /// layers of the kernel bench, most of them 56x56.
 macro_rules! k_loop_strided {
-    ($w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
-        k_loop_in_place!(strided_step, "", "", [in(reg) ($t).ldb * 4]; $w; $t, $acc; $( $row )+)
+    ($v:tt, $w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
+        k_loop_in_place!(strided_step, $v, "", "", [in(reg) ($t).ldb * 4]; $w; $t, $acc; $( $row )+)
     };
 }
 
 /// The loop of a tile whose `B` is read in place, shared by [`k_loop_strided!`] and
 /// [`k_loop_table!`]: `$step!` loads row `p` of `B` (through `{b}` and `{x}`, whose asm
 /// operand is `[$x]`: the stride as an input, the table's pointer as an in-out) and runs the rows' FMAs, `$group` / `$one` is the assembly that moves on after a
-/// group of 16 steps / a single step besides `A`'s bases.
+/// group of 16 steps / a single step besides `A`'s bases. The register set is `[vector kind,
+/// the two B registers, the broadcast register, the zeroing instruction, bytes per vector,
+/// lines per row of two vectors]`: `k_loop_512!`'s for AVX-512, `k_loop_256!`'s for AVX2, written
+/// out by each wrapper (macro arguments must be literals where `asm!` names registers).
 macro_rules! k_loop_in_place {
-    ($step:ident, $group:literal, $one:literal, [$($x:tt)+]; $w:tt; $t:expr, $acc:ident;
+    ($step:ident,
+     [$ptr:tt, $b0:tt, $b1:tt, $bc:tt, $zero:tt, $bytes:tt, $lines:tt],
+     $group:literal, $one:literal, [$($x:tt)+]; $w:tt; $t:expr, $acc:ident;
      $( ($i:tt, $c0:tt, $c1:tt, $a:tt) )+) => {{
         let t: &Tile = $t;
         let lda = t.lda;
@@ -391,29 +427,29 @@ macro_rules! k_loop_in_place {
         unsafe {
             asm!(
                 $(
-                    concat!("vpxord ", $c0, ", ", $c0, ", ", $c0),
-                    concat!("vpxord ", $c1, ", ", $c1, ", ", $c1),
+                    concat!($zero, " ", $c0, ", ", $c0, ", ", $c0),
+                    concat!($zero, " ", $c1, ", ", $c1, ", ", $c1),
                 )+
                 "test {groups}, {groups}",
                 "jz 4f",
                 "2:",
                 next_sliver!("prefetcht1"),
-                $step!($w, "0"; $( ($c0, $c1, $a) )+),
-                $step!($w, "1"; $( ($c0, $c1, $a) )+),
-                $step!($w, "2"; $( ($c0, $c1, $a) )+),
-                $step!($w, "3"; $( ($c0, $c1, $a) )+),
-                $step!($w, "4"; $( ($c0, $c1, $a) )+),
-                $step!($w, "5"; $( ($c0, $c1, $a) )+),
-                $step!($w, "6"; $( ($c0, $c1, $a) )+),
-                $step!($w, "7"; $( ($c0, $c1, $a) )+),
-                $step!($w, "8"; $( ($c0, $c1, $a) )+),
-                $step!($w, "9"; $( ($c0, $c1, $a) )+),
-                $step!($w, "10"; $( ($c0, $c1, $a) )+),
-                $step!($w, "11"; $( ($c0, $c1, $a) )+),
-                $step!($w, "12"; $( ($c0, $c1, $a) )+),
-                $step!($w, "13"; $( ($c0, $c1, $a) )+),
-                $step!($w, "14"; $( ($c0, $c1, $a) )+),
-                $step!($w, "15"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "0"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "1"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "2"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "3"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "4"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "5"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "6"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "7"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "8"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "9"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "10"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "11"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "12"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "13"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "14"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "15"; $( ($c0, $c1, $a) )+),
                 "add {a0}, 64",
                 "add {a1}, 64",
                 "add {a2}, 64",
@@ -425,7 +461,7 @@ macro_rules! k_loop_in_place {
                 "test {rest}, {rest}",
                 "jz 5f",
                 "6:",
-                $step!($w, "0"; $( ($c0, $c1, $a) )+),
+                $step!([$ptr, $b0, $b1, $bc, $zero, $bytes, $lines], $w, "0"; $( ($c0, $c1, $a) )+),
                 "add {a0}, 4",
                 "add {a1}, 4",
                 "add {a2}, 4",
@@ -449,9 +485,9 @@ macro_rules! k_loop_in_place {
                 ln = in(reg) t.lda_next * 4,
                 t = out(reg) _,
                 $( out($c0) $acc[$i][0], out($c1) $acc[$i][1], )+
-                out("zmm30") _,
-                out("zmm31") _,
-                out("zmm29") _,
+                out($b0) _,
+                out($b1) _,
+                out($bc) _,
                 options(nostack, readonly),
             )
         }
@@ -461,14 +497,21 @@ macro_rules! k_loop_in_place {
 /// [`k_loop_strided!`] with two vectors per row.
 macro_rules! k_loop_strided_2 {
     ($($args:tt)*) => {
-        k_loop_strided!(2; $($args)*)
+        k_loop_strided!(["zmmword", "zmm30", "zmm31", "zmm29", "vpxord", "64", 2], 2; $($args)*)
     };
 }
 
 /// [`k_loop_strided!`] with one vector per row.
 macro_rules! k_loop_strided_1 {
     ($($args:tt)*) => {
-        k_loop_strided!(1; $($args)*)
+        k_loop_strided!(["zmmword", "zmm30", "zmm31", "zmm29", "vpxord", "64", 2], 1; $($args)*)
+    };
+}
+
+/// [`k_loop_strided!`] for the AVX2 tile (two ymm per row).
+macro_rules! k_loop_strided_256 {
+    ($($args:tt)*) => {
+        k_loop_strided!(["ymmword", "ymm14", "ymm15", "ymm13", "vxorps", "32", 1], 2; $($args)*)
     };
 }
 
@@ -476,22 +519,23 @@ macro_rules! k_loop_strided_1 {
 /// of the group), that row's vectors at `{b}` plus the offset (unaligned loads), the same row
 /// [`AHEAD_BYTES`] on prefetched, then the rows' FMAs.
 macro_rules! table_step {
-    (2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+    ([$ptr:tt, $b0:tt, $b1:tt, $bc:tt, $zero:tt, $bytes:tt, $lines:tt],
+     2, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "mov {t:e}, dword ptr [{x} + ", $s, " * 4]\n",
-            "vmovups zmm30, zmmword ptr [{b} + {t} * 4]\n",
-            "vmovups zmm31, zmmword ptr [{b} + {t} * 4 + 64]\n",
-            "prefetcht1 byte ptr [{b} + {t} * 4 + {ahead}]\n",
-            "prefetcht1 byte ptr [{b} + {t} * 4 + {ahead} + 64]\n",
-            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 2, $s, $c0, $c1, $a), )+
+            "vmovups ", $b0, ", ", $ptr, " ptr [{b} + {t} * 4]\n",
+            "vmovups ", $b1, ", ", $ptr, " ptr [{b} + {t} * 4 + ", $bytes, "]\n",
+            ahead!($lines, "{b} + {t} * 4 + {ahead}"),
+            $( row_fmas!($ptr, $bc, $b0, $b1, 2, $s, $c0, $c1, $a), )+
         )
     };
-    (1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
+    ([$ptr:tt, $b0:tt, $b1:tt, $bc:tt, $zero:tt, $bytes:tt, $lines:tt],
+     1, $s:tt; $( ($c0:tt, $c1:tt, $a:tt) )+) => {
         concat!(
             "mov {t:e}, dword ptr [{x} + ", $s, " * 4]\n",
-            "vmovups zmm30, zmmword ptr [{b} + {t} * 4]\n",
-            "prefetcht1 byte ptr [{b} + {t} * 4 + {ahead}]\n",
-            $( row_fmas!("zmmword", "zmm29", "zmm30", "zmm31", 1, $s, $c0, $c1, $a), )+
+            "vmovups ", $b0, ", ", $ptr, " ptr [{b} + {t} * 4]\n",
+            ahead!(1, "{b} + {t} * 4 + {ahead}"),
+            $( row_fmas!($ptr, $bc, $b0, $b1, 1, $s, $c0, $c1, $a), )+
         )
     };
 }
@@ -502,22 +546,29 @@ macro_rules! table_step {
 /// into the scratch register the prefetch uses) than the strided loop; the next sliver is
 /// prefetched into L2 as there.
 macro_rules! k_loop_table {
-    ($w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
-        k_loop_in_place!(table_step, "add {x}, 64", "add {x}, 4", [inout(reg) ($t).b_rows => _]; $w; $t, $acc; $( $row )+)
+    ($v:tt, $w:tt; $t:expr, $acc:ident; $( $row:tt )+) => {
+        k_loop_in_place!(table_step, $v, "add {x}, 64", "add {x}, 4", [inout(reg) ($t).b_rows => _]; $w; $t, $acc; $( $row )+)
     };
 }
 
 /// [`k_loop_table!`] with two vectors per row.
 macro_rules! k_loop_table_2 {
     ($($args:tt)*) => {
-        k_loop_table!(2; $($args)*)
+        k_loop_table!(["zmmword", "zmm30", "zmm31", "zmm29", "vpxord", "64", 2], 2; $($args)*)
     };
 }
 
 /// [`k_loop_table!`] with one vector per row.
 macro_rules! k_loop_table_1 {
     ($($args:tt)*) => {
-        k_loop_table!(1; $($args)*)
+        k_loop_table!(["zmmword", "zmm30", "zmm31", "zmm29", "vpxord", "64", 2], 1; $($args)*)
+    };
+}
+
+/// [`k_loop_table!`] for the AVX2 tile (two ymm per row).
+macro_rules! k_loop_table_256 {
+    ($($args:tt)*) => {
+        k_loop_table!(["ymmword", "ymm14", "ymm15", "ymm13", "vxorps", "32", 1], 2; $($args)*)
     };
 }
 
@@ -540,6 +591,25 @@ pub(crate) unsafe fn in_place_512<const R: usize, const W: usize>(t: &Tile) -> [
         (false, true) => zmm_rows!(R, k_loop_strided_1, t, acc),
         (true, false) => zmm_rows!(R, k_loop_table_2, t, acc),
         (false, false) => zmm_rows!(R, k_loop_table_1, t, acc),
+    }
+    acc
+}
+
+/// The accumulators of a full `R x 16` AVX2 tile whose `B` is read in place, as
+/// [`in_place_512`] reads it (rows `R..` zero).
+///
+/// # Safety
+///
+/// AVX2 and FMA are available, `1 <= R <= 6`, `t.cols == 16`, and `t` is valid for
+/// [`MicroKernel::tile_strided`](super::blis::MicroKernel::tile_strided) with `R` rows.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn in_place_256<const R: usize>(t: &Tile) -> [[__m256; 2]; 6] {
+    let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+    if t.b_rows.is_null() {
+        ymm_rows!(R, k_loop_strided_256, t, acc)
+    } else {
+        ymm_rows!(R, k_loop_table_256, t, acc)
     }
     acc
 }

@@ -164,34 +164,13 @@ impl Lanes for Avx512 {
     }
 }
 
-/// `$f::<R>(t)` for `R = t.rows` (1 to 12; the tiles and dot products are compiled per row
-/// count, so the accumulators are fixed registers).
-macro_rules! by_rows {
-    ($f:ident, $t:expr) => {
-        match $t.rows {
-            12 => $f::<12>($t),
-            11 => $f::<11>($t),
-            10 => $f::<10>($t),
-            9 => $f::<9>($t),
-            8 => $f::<8>($t),
-            7 => $f::<7>($t),
-            6 => $f::<6>($t),
-            5 => $f::<5>($t),
-            4 => $f::<4>($t),
-            3 => $f::<3>($t),
-            2 => $f::<2>($t),
-            _ => $f::<1>($t),
-        }
-    };
-}
-
 impl MicroKernel<NR> for Avx512 {
     const MR: usize = 12;
 
     #[inline(always)]
     unsafe fn tile(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe { by_rows!(tile, t) }
+        unsafe { by_rows!(tile, t; 12 11 10 9 8 7 6 5 4 3 2) }
     }
 
     const IN_PLACE: bool = true;
@@ -199,7 +178,7 @@ impl MicroKernel<NR> for Avx512 {
     #[inline(always)]
     unsafe fn tile_strided(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe { by_rows!(tile_strided, t) }
+        unsafe { by_rows!(tile_strided, t; 12 11 10 9 8 7 6 5 4 3 2) }
     }
 
     #[inline(always)]
@@ -217,7 +196,7 @@ impl MicroKernel<NR> for Avx512 {
     #[inline(always)]
     unsafe fn dots(t: &Tile) {
         // SAFETY: forwarded from the caller (CPU features and pointer ranges).
-        unsafe { by_rows!(dots, t) }
+        unsafe { by_rows!(dots, t; 12 11 10 9 8 7 6 5 4 3 2) }
     }
 }
 
